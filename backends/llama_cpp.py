@@ -1,0 +1,260 @@
+"""llama.cpp through llama-cpp-python.
+
+Counting never loads weights: a vocab-only Llama (or the cached `tokenizers` rebuild of the
+GGUF vocabulary, which gives identical ids) answers tokenize/count. The full model is
+loaded on first generate, on the one inference thread that owns it. Prompts are rendered
+with the GGUF's own chat template (see chat_template.py) and passed as token ids, so the
+prompt the engine evaluates is exactly the one counted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from .base import BackendError, ChatMessage, GenerationStats, ModelInfo
+from .chat_template import ChatTemplate
+from .engine_thread import FOREGROUND, EngineThread
+from .gguf_meta import check_gguf_file, load_tokenizer, read_meta
+
+# vocab_only with n_ctx=0 fails (n_ctx_train reads 0 without weights): give it a small one.
+VOCAB_ONLY_N_CTX = 512
+DEFAULT_N_CTX = 8192
+DEFAULT_N_BATCH = 512
+
+
+def _import_llama() -> Any:
+    try:
+        import llama_cpp
+    except ImportError:
+        raise BackendError("llama-cpp-python is not installed: pip install 'compactd[llama]'") from None
+    return llama_cpp
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+class LlamaCppBackend:
+    engine_name = "llama.cpp"
+
+    def __init__(
+        self,
+        model_path: str | os.PathLike,
+        *,
+        n_ctx: int = DEFAULT_N_CTX,
+        n_threads: int | None = None,
+        n_batch: int = DEFAULT_N_BATCH,
+        chat_format: str | None = None,
+        tokenizer: str = "auto",  # "auto" (tokenizers when exact, else engine), "engine", "tokenizers"
+        seed: int = 0,
+        model_name: str | None = None,
+    ):
+        self.path = check_gguf_file(model_path)
+        self.meta = read_meta(self.path)
+        self.model_name = model_name or self.meta.name
+        self.template = ChatTemplate(
+            self.meta.chat_template, self.meta.bos_token, self.meta.eos_token, chat_format, self.model_name
+        )
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads or max(1, os.cpu_count() or 1)
+        self.n_batch = n_batch
+        self.seed = seed
+        self._llama_cpp = _import_llama()
+        self._hf = None
+        if tokenizer in ("auto", "tokenizers"):
+            try:
+                self._hf = load_tokenizer(self.path)
+            except BackendError:
+                if tokenizer == "tokenizers":
+                    raise
+        self._vocab: EngineThread | None = None
+        self._model: EngineThread | None = None
+
+    # -- loading -------------------------------------------------------------------------
+
+    def _load(self, vocab_only: bool) -> Any:
+        kwargs: dict[str, Any] = dict(model_path=str(self.path), verbose=False, seed=self.seed)
+        if vocab_only:
+            kwargs.update(vocab_only=True, n_ctx=VOCAB_ONLY_N_CTX)
+        else:
+            kwargs.update(n_ctx=self.n_ctx, n_threads=self.n_threads, n_batch=self.n_batch)
+        try:
+            return self._llama_cpp.Llama(**kwargs)
+        except (ValueError, RuntimeError) as exc:
+            raise BackendError(f"llama.cpp could not load {self.path} (truncated or corrupt?): {exc}") from None
+
+    def _vocab_thread(self) -> EngineThread:
+        if self._model is not None:
+            return self._model
+        if self._vocab is None:
+            self._vocab = EngineThread("compactd-llama-vocab", lambda: self._load(vocab_only=True))
+        return self._vocab
+
+    def load(self) -> None:
+        """Load the weights now (otherwise on first generate)."""
+        if self._model is None:
+            self._model = EngineThread("compactd-llama", lambda: self._load(vocab_only=False))
+
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
+    # -- tokens --------------------------------------------------------------------------
+
+    def engine_tokenize(self, text: str) -> list[int]:
+        """Token ids from llama.cpp itself (special tokens parsed, no BOS added)."""
+        data = text.encode("utf-8")
+        return self._vocab_thread().call(lambda llm: llm.tokenize(data, add_bos=False, special=True))
+
+    def tokenize(self, text: str) -> list[int]:
+        if self._hf is not None:
+            return self._hf.encode(text, add_special_tokens=False).ids
+        return self.engine_tokenize(text)
+
+    def count(self, text: str) -> int:
+        return len(self.tokenize(text))
+
+    def count_batch(self, texts: list[str]) -> list[int]:
+        if self._hf is not None:
+            return [len(e.ids) for e in self._hf.encode_batch(texts, add_special_tokens=False)]
+        return [self.count(t) for t in texts]
+
+    def render_messages(self, messages: list[ChatMessage], add_generation_prompt: bool = True) -> str:
+        return self.template.render(messages, add_generation_prompt)
+
+    def prompt_ids(self, messages: list[ChatMessage], add_generation_prompt: bool = True) -> list[int]:
+        prefix = self.meta.bos_token if self.meta.add_bos else ""
+        text = self.render_messages(messages, add_generation_prompt)
+        if prefix and text.startswith(prefix):
+            prefix = ""  # the template already emitted BOS
+        return self.tokenize(prefix + text)
+
+    def count_messages(self, messages: list[ChatMessage], add_generation_prompt: bool = True) -> int:
+        return len(self.prompt_ids(messages, add_generation_prompt))
+
+    # -- generation ----------------------------------------------------------------------
+
+    def generate(
+        self,
+        messages: list[ChatMessage],
+        *,
+        max_tokens: int,
+        temperature: float = 0.0,
+        json_schema: dict[str, Any] | None = None,
+        priority: int = FOREGROUND,
+        isolated: bool = True,
+        stop: list[str] | None = None,
+        repeat_penalty: float = 1.0,
+    ) -> Iterator[str | GenerationStats]:
+        ids = self.prompt_ids(messages)
+        if len(ids) + max_tokens > self.n_ctx:
+            raise BackendError(
+                f"prompt of {len(ids)} tokens + {max_tokens} to generate exceeds the context of {self.n_ctx}"
+            )
+        self.load()
+        assert self._model is not None
+        return self._model.stream(
+            lambda llm: self._generate_on_thread(
+                llm, ids, max_tokens, temperature, json_schema, isolated, stop, repeat_penalty
+            ),
+            priority,
+        )
+
+    def _generate_on_thread(
+        self,
+        llm: Any,
+        ids: list[int],
+        max_tokens: int,
+        temperature: float,
+        json_schema: dict[str, Any] | None,
+        isolated: bool,
+        stop: list[str] | None,
+        repeat_penalty: float,
+    ) -> Iterator[str | GenerationStats]:
+        lc = self._llama_cpp
+        saved = llm.save_state() if isolated and llm.n_tokens > 0 else None
+        grammar = None
+        if json_schema is not None:
+            grammar = lc.LlamaGrammar.from_json_schema(json.dumps(json_schema), verbose=False)
+        lc.llama_perf_context_reset(llm.ctx)
+        t0 = time.perf_counter()
+        ttft = 0.0
+        n_out = 0
+        finish = ""
+        try:
+            for chunk in llm.create_completion(
+                prompt=ids,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                top_k=1 if temperature == 0 else 40,
+                repeat_penalty=repeat_penalty,
+                grammar=grammar,
+                stop=stop or [],
+                stream=True,
+                seed=self.seed,
+            ):
+                choice = chunk["choices"][0]
+                text = choice.get("text") or ""
+                if text:
+                    if not ttft:
+                        ttft = (time.perf_counter() - t0) * 1000
+                    n_out += 1
+                    yield text
+                finish = choice.get("finish_reason") or finish
+            perf = lc.llama_perf_context(llm.ctx)
+            total = (time.perf_counter() - t0) * 1000
+            evaluated = int(perf.n_p_eval)
+            yield GenerationStats(
+                prompt_tokens=len(ids),
+                cached_prompt_tokens=max(0, len(ids) - evaluated),
+                prompt_ms=float(perf.t_p_eval_ms),
+                decode_tokens=int(perf.n_eval),
+                decode_ms=float(perf.t_eval_ms),
+                ttft_ms=ttft or total,
+                total_ms=total,
+                peak_memory_mb=peak_rss_mb(),
+                finish_reason=finish or "stop",
+            )
+        finally:
+            if saved is not None:
+                llm.load_state(saved)
+
+    def engine_state(self) -> tuple[int, list[int]]:
+        """(n_tokens, evaluated token ids) of the loaded context: what a prefix cache reuses."""
+        if self._model is None:
+            return 0, []
+        return self._model.call(lambda llm: (llm.n_tokens, list(llm.input_ids[: llm.n_tokens])))
+
+    # -- description ---------------------------------------------------------------------
+
+    def info(self) -> ModelInfo:
+        return ModelInfo(
+            engine=self.engine_name,
+            engine_version=getattr(self._llama_cpp, "__version__", "?"),
+            model_name=self.model_name,
+            model_path=str(self.path),
+            architecture=self.meta.architecture,
+            quantization=self.meta.quantization,
+            trained_context=self.meta.context_length,
+            vocab_size=self.meta.vocab_size,
+            context_size=self.n_ctx,
+            extra={
+                "tokenizer": "tokenizers (rebuilt from GGUF vocab)" if self._hf is not None else "llama.cpp",
+                "threads": self.n_threads,
+                "batch": self.n_batch,
+                "weights_loaded": self.loaded,
+                "file_size": Path(self.path).stat().st_size,
+            },
+        )
+
+    def close(self) -> None:
+        for t in (self._model, self._vocab):
+            if t is not None:
+                t.close()
+        self._model = self._vocab = None

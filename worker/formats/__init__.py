@@ -1,0 +1,1 @@
+"""Importers: one module per agent transcript format, each producing a Session."""

@@ -1,0 +1,165 @@
+"""The session model: what every importer produces and every pipeline stage reads.
+
+A session is the append-only list of one agent conversation's messages. Messages have
+parts: text, tool call (id, name, arguments), tool result (call id, output, is_error,
+compacted marker) and reasoning. A tool call and its result are a pair and are never
+separated. A turn is one user message (with real user text) and everything the assistant
+and tools did until the next one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+class TextPart(BaseModel):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ReasoningPart(BaseModel):
+    type: Literal["reasoning"] = "reasoning"
+    text: str
+
+
+class ToolCallPart(BaseModel):
+    type: Literal["tool_call"] = "tool_call"
+    id: str
+    name: str
+    arguments: dict[str, Any] | str = Field(default_factory=dict)
+
+    def arguments_json(self) -> str:
+        if isinstance(self.arguments, str):
+            return self.arguments
+        return json.dumps(self.arguments, ensure_ascii=False)
+
+    def argument_dict(self) -> dict[str, Any]:
+        if isinstance(self.arguments, dict):
+            return self.arguments
+        try:
+            value = json.loads(self.arguments)
+        except ValueError:
+            return {"_raw": self.arguments}
+        return value if isinstance(value, dict) else {"_raw": value}
+
+
+class ToolResultPart(BaseModel):
+    type: Literal["tool_result"] = "tool_result"
+    call_id: str
+    name: str = ""
+    output: str = ""
+    is_error: bool = False
+    # Set by prune: the output stays stored, rendering shows a placeholder instead.
+    compacted_at: float | None = None
+
+
+Part = Annotated[TextPart | ReasoningPart | ToolCallPart | ToolResultPart, Field(discriminator="type")]
+
+
+class Message(BaseModel):
+    id: str
+    role: Role
+    parts: list[Part] = Field(default_factory=list)
+    timestamp: str | None = None
+    # A summary an agent (or compactd) wrote in-session: the previous summary.
+    is_summary: bool = False
+    # Replaced by a later summary: already compacted, never summarized again.
+    compacted: bool = False
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        return "\n".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+    @property
+    def tool_calls(self) -> list[ToolCallPart]:
+        return [p for p in self.parts if isinstance(p, ToolCallPart)]
+
+    @property
+    def tool_results(self) -> list[ToolResultPart]:
+        return [p for p in self.parts if isinstance(p, ToolResultPart)]
+
+    @property
+    def starts_turn(self) -> bool:
+        """A user message with the user's own words (not only tool results) opens a turn."""
+        return self.role == "user" and bool(self.text.strip()) and not self.is_summary
+
+    def content_key(self) -> str:
+        """Hash of what the engine sees of this message (for count caches)."""
+        return hashlib.sha1(
+            json.dumps(self.to_chat(), ensure_ascii=False, sort_keys=True).encode()
+        ).hexdigest()
+
+    def to_chat(self, placeholder: bool = True) -> dict[str, Any]:
+        """The message in OpenAI chat shape, as the agent's model would be sent it.
+        With placeholder=True a pruned tool result renders as its placeholder."""
+        out: dict[str, Any] = {"role": self.role}
+        if self.role == "tool":
+            outputs = [render_tool_result(p, self.id, placeholder) for p in self.tool_results]
+            extra = self.text
+            out["content"] = "\n".join(outputs + ([extra] if extra else []))
+            if self.tool_results:
+                out["tool_call_id"] = self.tool_results[0].call_id
+            return out
+        out["content"] = self.text
+        calls = self.tool_calls
+        if calls:
+            out["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments_json()}}
+                for c in calls
+            ]
+        return out
+
+
+def render_tool_result(part: ToolResultPart, message_id: str, placeholder: bool = True) -> str:
+    if part.compacted_at is not None and placeholder:
+        return prune_placeholder(part, message_id)
+    return part.output
+
+
+def prune_placeholder(part: ToolResultPart, message_id: str, tokens: int | None = None) -> str:
+    size = f", {tokens} tokens" if tokens is not None else ""
+    return (
+        f"[Old tool result content cleared: {part.name or 'tool'} output of call {part.call_id} "
+        f"(message {message_id}{size}); fetch it back with history around message_id={message_id}]"
+    )
+
+
+class Session(BaseModel):
+    id: str = "session"
+    messages: list[Message] = Field(default_factory=list)
+    source_format: str = ""
+    warnings: list[str] = Field(default_factory=list)
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+    def turn_starts(self) -> list[int]:
+        return [i for i, m in enumerate(self.messages) if m.starts_turn]
+
+    def turns(self) -> list[tuple[int, int]]:
+        """(start, end) index ranges of turns; messages before the first user turn are
+        not part of any turn (system prompt, earlier summary)."""
+        starts = self.turn_starts()
+        return [(s, starts[k + 1] if k + 1 < len(starts) else len(self.messages)) for k, s in enumerate(starts)]
+
+    def last_summary_index(self) -> int | None:
+        for i in range(len(self.messages) - 1, -1, -1):
+            if self.messages[i].is_summary:
+                return i
+        return None
+
+    def tool_call_index(self) -> dict[str, int]:
+        """call id -> index of the message holding the call."""
+        return {c.id: i for i, m in enumerate(self.messages) for c in m.tool_calls}
+
+    def to_chat(self, placeholder: bool = True) -> list[dict[str, Any]]:
+        return [m.to_chat(placeholder) for m in self.messages if not m.compacted]
+
+
+def message_id(index: int, prefix: str = "m") -> str:
+    return f"{prefix}{index:05d}"
