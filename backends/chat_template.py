@@ -11,6 +11,7 @@ we refuse instead, unless a known format is mapped explicitly (`chat_format`).
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
@@ -56,6 +57,25 @@ def _compile(template: str) -> Any:
     )
 
 
+def _template_shape(message: ChatMessage) -> ChatMessage:
+    """HF chat templates expect tool-call arguments as a mapping (they apply `tojson`), while
+    the OpenAI wire format carries a JSON string: decode it so it is not encoded twice."""
+    calls = message.get("tool_calls")
+    if not calls:
+        return message
+    shaped = []
+    for call in calls:
+        fn = dict(call.get("function") or {})
+        args = fn.get("arguments")
+        if isinstance(args, str):
+            try:
+                fn["arguments"] = json.loads(args)
+            except ValueError:
+                pass  # not JSON: the template shows the raw string
+        shaped.append({**call, "function": fn})
+    return {**message, "tool_calls": shaped}
+
+
 class ChatTemplate:
     def __init__(self, template: str | None, bos_token: str, eos_token: str, chat_format: str | None = None,
                  model_name: str = "model"):
@@ -76,7 +96,7 @@ class ChatTemplate:
     def render(self, messages: list[ChatMessage], add_generation_prompt: bool = True) -> str:
         try:
             return self._template.render(
-                messages=messages,
+                messages=[_template_shape(m) for m in messages],
                 bos_token=self.bos_token,
                 eos_token=self.eos_token,
                 add_generation_prompt=add_generation_prompt,

@@ -130,6 +130,9 @@ def _build_cache(p: Path) -> None:
     eos_id = _field(reader, "tokenizer.ggml.eos_token_id")
     file_type = int(_field(reader, "general.file_type", -1))
     tensor_names = {t.name for t in reader.tensors}
+    end = max((int(t.data_offset) + int(t.n_bytes) for t in reader.tensors), default=0)
+    if end > p.stat().st_size:
+        raise BackendError(f"GGUF file is truncated: {p} has {p.stat().st_size:,} bytes, its tensors need {end:,}")
     hparams = {}
     for key in reader.fields:
         if key.startswith(f"{arch}.") and isinstance(_field(reader, key), (int, float, str)):

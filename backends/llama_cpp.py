@@ -36,6 +36,15 @@ def _import_llama() -> Any:
     return llama_cpp
 
 
+def _engine_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("llama-cpp-python")
+    except PackageNotFoundError:
+        return "not installed"
+
+
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -65,7 +74,6 @@ class LlamaCppBackend:
         self.n_threads = n_threads or max(1, os.cpu_count() or 1)
         self.n_batch = n_batch
         self.seed = seed
-        self._llama_cpp = _import_llama()
         self._hf = None
         if tokenizer in ("auto", "tokenizers"):
             try:
@@ -77,6 +85,11 @@ class LlamaCppBackend:
         self._model: EngineThread | None = None
 
     # -- loading -------------------------------------------------------------------------
+
+    @property
+    def _llama_cpp(self) -> Any:
+        # Imported on first engine use: counting through `tokenizers` needs no engine at all.
+        return _import_llama()
 
     def _load(self, vocab_only: bool) -> Any:
         kwargs: dict[str, Any] = dict(model_path=str(self.path), verbose=False, seed=self.seed)
@@ -185,7 +198,6 @@ class LlamaCppBackend:
         lc.llama_perf_context_reset(llm.ctx)
         t0 = time.perf_counter()
         ttft = 0.0
-        n_out = 0
         finish = ""
         try:
             for chunk in llm.create_completion(
@@ -204,7 +216,6 @@ class LlamaCppBackend:
                 if text:
                     if not ttft:
                         ttft = (time.perf_counter() - t0) * 1000
-                    n_out += 1
                     yield text
                 finish = choice.get("finish_reason") or finish
             perf = lc.llama_perf_context(llm.ctx)
@@ -236,7 +247,7 @@ class LlamaCppBackend:
     def info(self) -> ModelInfo:
         return ModelInfo(
             engine=self.engine_name,
-            engine_version=getattr(self._llama_cpp, "__version__", "?"),
+            engine_version=_engine_version(),
             model_name=self.model_name,
             model_path=str(self.path),
             architecture=self.meta.architecture,

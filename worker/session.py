@@ -57,6 +57,7 @@ class ToolResultPart(BaseModel):
     is_error: bool = False
     # Set by prune: the output stays stored, rendering shows a placeholder instead.
     compacted_at: float | None = None
+    compacted_tokens: int | None = None
 
 
 Part = Annotated[TextPart | ReasoningPart | ToolCallPart | ToolResultPart, Field(discriminator="type")]
@@ -87,8 +88,12 @@ class Message(BaseModel):
 
     @property
     def starts_turn(self) -> bool:
-        """A user message with the user's own words (not only tool results) opens a turn."""
-        return self.role == "user" and bool(self.text.strip()) and not self.is_summary
+        """A user message with the user's own words (not only tool results) opens a turn.
+        Text a harness injected into a user message (meta["injected"]) is not the user's words."""
+        return (
+            self.role == "user" and bool(self.text.strip()) and not self.is_summary
+            and not self.meta.get("injected")
+        )
 
     def content_key(self) -> str:
         """Hash of what the engine sees of this message (for count caches)."""
@@ -119,7 +124,7 @@ class Message(BaseModel):
 
 def render_tool_result(part: ToolResultPart, message_id: str, placeholder: bool = True) -> str:
     if part.compacted_at is not None and placeholder:
-        return prune_placeholder(part, message_id)
+        return prune_placeholder(part, message_id, part.compacted_tokens)
     return part.output
 
 

@@ -1,0 +1,46 @@
+# compactd: two set-up commands, `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+EXTRAS := llama,mlx,models,dev
+DEMO_TRACE := tests/fixtures/sweagent_marshmallow-code__marshmallow-1867.function_calling_replace_from_source.traj
+
+# llama-cpp-python has no Linux wheel: pip compiles llama.cpp once (~16 min on 2 cores) and
+# caches the wheel. Build a lean, portable x86-64-v3 library: no tools/examples/server, and no
+# -march=native (a native build enables AMX on some Xeons, which crashed here, and a cached
+# native wheel breaks on another CPU).
+UNAME_M := $(shell uname -m)
+UNAME_S := $(shell uname -s)
+LLAMA_CMAKE_ARGS := -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_CURL=OFF
+ifeq ($(UNAME_S)-$(UNAME_M),Linux-x86_64)
+LLAMA_CMAKE_ARGS += -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+endif
+NPROC := $(shell nproc 2>/dev/null || sysctl -n hw.ncpu 2>/dev/null || echo 2)
+
+.PHONY: install demo test bench lint clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	@echo "Installing compactd (first time: llama.cpp compiles for ~16 min on 2 cores; later installs reuse pip's cached wheel)"
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$(NPROC) $(BIN)/python -m pip install -q -e ".[$(EXTRAS)]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(BIN)/compactd models
+	$(BIN)/compactd compact $(DEMO_TRACE) --context-limit 12000
+
+test: install
+	$(BIN)/python -m pytest -q
+
+bench: install
+	$(BIN)/compactd bench all
+
+lint: install
+	$(BIN)/ruff check .
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""compactd benchmarks (run as modules, e.g. `python -m benchmarks.tokenizer`)."""

@@ -1,0 +1,159 @@
+"""Shared reading helpers for the importers: path/text/object input, tolerant JSONL, text of blocks.
+
+Every importer reads through here so that robustness is the same everywhere: a bad line is
+skipped and recorded in the session's warnings with its line number, never raised as a
+traceback and never dropped silently.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+Source = str | bytes | os.PathLike | list | dict
+
+
+class FormatError(ValueError):
+    """Input that cannot be imported; the CLI reports it as one line with exit code 2."""
+
+
+# Hosts that inject text into user messages: such a message is context, not the user's words,
+# so it must not open a turn (Message.starts_turn honours meta["injected"]).
+INJECTED = "injected"
+
+
+def read_bytes(src: Source) -> bytes | None:
+    """The raw bytes of a path or text input; None when src is an already-parsed object."""
+    if isinstance(src, (list, dict)):
+        return None
+    if isinstance(src, bytes):
+        return src
+    if isinstance(src, os.PathLike):
+        return _read_path(Path(src))
+    if isinstance(src, str):
+        # A str is text when it looks like JSON or spans lines; otherwise it names a file.
+        head = src.lstrip()[:1]
+        if head in ("{", "[") or "\n" in src:
+            return src.encode("utf-8", errors="surrogatepass")
+        return _read_path(Path(src))
+    raise FormatError(f"cannot read input of type {type(src).__name__}")
+
+
+def _read_path(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise FormatError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise FormatError(f"{path}: is a directory") from None
+    except OSError as e:
+        raise FormatError(f"{path}: cannot read ({e.strerror or e})") from None
+
+
+def source_name(src: Source) -> str:
+    if isinstance(src, os.PathLike):
+        return Path(src).stem
+    if isinstance(src, str) and not (src.lstrip()[:1] in ("{", "[") or "\n" in src):
+        return Path(src).stem
+    return "session"
+
+
+def parse_jsonl(data: bytes, warnings: list[str]) -> list[tuple[int, Any]]:
+    """(line number, value) per parseable line. Undecodable, unparseable or truncated lines are
+    skipped with a warning naming the line."""
+    lines = data.split(b"\n")
+    last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
+    out: list[tuple[int, Any]] = []
+    for i, raw in enumerate(lines):
+        if not raw.strip():
+            continue
+        n = i + 1
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            warnings.append(f"line {n}: invalid UTF-8 (binary data?) skipped")
+            continue
+        try:
+            out.append((n, json.loads(text)))
+        except ValueError:
+            if i == last:
+                warnings.append(f"line {n}: truncated last line skipped")
+            else:
+                warnings.append(f"line {n}: invalid JSON skipped")
+    return out
+
+
+def parse_document(data: bytes, warnings: list[str]) -> Any:
+    """A whole JSON document; falls back to JSONL (one message per line) so that a
+    truncated or partly broken message list still imports what it can."""
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        pass
+    records = parse_jsonl(data, warnings)
+    if len(records) == 1 and isinstance(records[0][1], list):
+        return records[0][1]
+    if not records:
+        detail = f" ({warnings[-1]})" if warnings else ""
+        raise FormatError(f"not JSON or JSONL: nothing importable{detail}")
+    return [v for _, v in records]
+
+
+def load_input(src: Source, warnings: list[str]) -> Any:
+    data = read_bytes(src)
+    if data is None:
+        return src
+    if not data.strip():
+        raise FormatError("empty input: nothing to import")
+    return parse_document(data, warnings)
+
+
+def load_records(src: Source, warnings: list[str]) -> list[tuple[int, Any]]:
+    """JSONL records of a path/text, or of an already-parsed list (numbered from 1)."""
+    data = read_bytes(src)
+    if data is None:
+        items = src if isinstance(src, list) else [src]
+        return list(enumerate(items, start=1))
+    if not data.strip():
+        raise FormatError("empty input: nothing to import")
+    return parse_jsonl(data, warnings)
+
+
+def block_text(content: Any) -> str:
+    """Text of a content value: a string, or a list of blocks (text kept, media named)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, dict):
+        content = [content]
+    if isinstance(content, list):
+        out: list[str] = []
+        for b in content:
+            if isinstance(b, str):
+                out.append(b)
+            elif isinstance(b, dict):
+                t = b.get("type")
+                if isinstance(b.get("text"), str):
+                    out.append(b["text"])
+                elif t in ("image", "input_image", "image_url", "document", "file"):
+                    # Media stays visible as a marker so counts and summaries know it was there.
+                    src = b.get("source") if isinstance(b.get("source"), dict) else {}
+                    mime = b.get("mimeType") or b.get("mime") or src.get("media_type") or t
+                    out.append(f"[{t}: {mime}]")
+        return "\n".join(out)
+    return str(content)
+
+
+def finish_skips(meta: dict[str, Any], skipped: Counter[str]) -> None:
+    if skipped:
+        meta["skipped"] = dict(sorted(skipped.items()))
+
+
+def require_messages(session_messages: list, what: str, warnings: list[str]) -> None:
+    if not session_messages:
+        detail = f"; {len(warnings)} warning(s), first: {warnings[0]}" if warnings else ""
+        raise FormatError(f"no importable messages found in {what} input{detail}")

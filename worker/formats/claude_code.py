@@ -1,0 +1,151 @@
+"""Claude Code session JSONL (~/.claude/projects/<dir>/<session>.jsonl).
+
+One record per line. `user` / `assistant` records carry an Anthropic `message`; the rest
+(`progress`, `file-history-snapshot`, `system`, `summary`, `queue-operation`, ...) are UI or
+bookkeeping and are counted as skipped by type. Claude Code writes one assistant response as
+several records sharing `message.id` (one content block each); consecutive ones are merged,
+but a record that follows a tool result starts a new message so that no call is separated
+from its result. Sidechain records (Task sub-agents) are skipped and counted. The in-session
+compaction summary (`isCompactSummary`, text "This session is being continued from a
+previous conversation ...") is the previous summary; everything before it is compacted.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from ..session import Message, ReasoningPart, Session, TextPart, ToolCallPart, ToolResultPart, message_id
+from ._common import INJECTED, Source, block_text, finish_skips, load_records, require_messages, source_name
+
+SUMMARY_PREFIX = "This session is being continued from a previous conversation"
+# Record types that hold no conversation content (UI progress, file snapshots, titles, hooks).
+KNOWN_SKIP = {
+    "progress", "file-history-snapshot", "summary", "system", "queue-operation", "custom-title",
+    "tag", "agent-name", "last-prompt", "pr-link", "attachment", "ai-title", "worktree-state",
+}
+# User text that the harness (not the person) wrote: not a turn start.
+INJECTED_PREFIXES = ("<task-notification>", "<local-command-stdout>", "<local-command-caveat>",
+                     "<local-command-stderr>", "<system-reminder>")
+
+
+def _blocks(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if isinstance(content, list):
+        return [b for b in content if isinstance(b, dict)]
+    return []
+
+
+def load(src: Source) -> Session:
+    warnings: list[str] = []
+    records = load_records(src, warnings)
+    skipped: Counter[str] = Counter()
+    counts: Counter[str] = Counter()
+    out: list[Message] = []
+    names: dict[str, str] = {}
+    session_id = ""
+    summary_at: int | None = None
+    for n, rec in records:
+        if not isinstance(rec, dict):
+            warnings.append(f"line {n}: not a JSON object, skipped")
+            continue
+        rtype = rec.get("type")
+        if rtype not in ("user", "assistant"):
+            if rtype in KNOWN_SKIP:
+                skipped[str(rtype)] += 1
+            else:
+                warnings.append(f"line {n}: unknown record type {rtype!r} skipped")
+            continue
+        msg = rec.get("message")
+        if not isinstance(msg, dict):
+            warnings.append(f"line {n}: {rtype} record without a message object skipped")
+            continue
+        if rec.get("isSidechain"):
+            skipped["sidechain"] += 1
+            continue
+        counts[rtype] += 1
+        session_id = session_id or str(rec.get("sessionId") or "")
+        uid = str(rec.get("uuid") or message_id(n, "line"))
+        ts = rec.get("timestamp")
+        if rtype == "assistant":
+            parts: list[Any] = []
+            for b in _blocks(msg.get("content")):
+                t = b.get("type")
+                if t == "text":
+                    parts.append(TextPart(text=str(b.get("text", ""))))
+                elif t == "thinking":
+                    parts.append(ReasoningPart(text=str(b.get("thinking", ""))))
+                elif t == "tool_use":
+                    cid = str(b.get("id") or f"toolu_{uid}")
+                    names[cid] = str(b.get("name") or "")
+                    args = b.get("input")
+                    parts.append(ToolCallPart(id=cid, name=names[cid], arguments=args if isinstance(args, (dict, str)) else {}))
+                else:
+                    skipped[f"block:{t}"] += 1
+            api_id = msg.get("id")
+            prev = out[-1] if out else None
+            if prev is not None and prev.role == "assistant" and api_id and prev.meta.get("api_id") == api_id:
+                prev.parts.extend(parts)
+                prev.meta["records"].append(uid)
+                continue
+            meta: dict[str, Any] = {"api_id": api_id, "records": [uid]}
+            if msg.get("model"):
+                meta["model"] = msg["model"]
+            out.append(Message(id=uid, role="assistant", parts=parts, timestamp=ts, meta=meta))
+            continue
+        # user record: tool results (one tool message each), then the user's text
+        texts: list[Any] = []
+        k = 0
+        for b in _blocks(msg.get("content")):
+            t = b.get("type")
+            if t == "tool_result":
+                cid = str(b.get("tool_use_id") or "")
+                if cid not in names:
+                    warnings.append(f"line {n}: tool result for unknown call id {cid!r}")
+                res = ToolResultPart(call_id=cid, name=names.get(cid, ""), output=block_text(b.get("content")),
+                                     is_error=bool(b.get("is_error")))
+                out.append(Message(id=uid if k == 0 else f"{uid}.{k}", role="tool", parts=[res], timestamp=ts))
+                k += 1
+            elif t == "text":
+                texts.append(TextPart(text=str(b.get("text", ""))))
+            elif t in ("image", "document"):
+                texts.append(TextPart(text=block_text([b])))
+            else:
+                skipped[f"block:{t}"] += 1
+        if not texts and k:
+            continue
+        text = "\n".join(p.text for p in texts)
+        is_summary = bool(rec.get("isCompactSummary")) or text.lstrip().startswith(SUMMARY_PREFIX)
+        meta = {}
+        if rec.get("isMeta") or text.lstrip().startswith(INJECTED_PREFIXES):
+            meta[INJECTED] = True
+        out.append(Message(id=uid if k == 0 else f"{uid}.text", role="user", parts=texts, timestamp=ts,
+                           is_summary=is_summary, meta=meta))
+        if is_summary:
+            summary_at = len(out) - 1
+            for m in out[:summary_at]:
+                m.compacted = True
+    require_messages(out, "Claude Code JSONL", warnings)
+    session = Session(id=session_id or source_name(src), messages=out, source_format="claude_code",
+                      warnings=warnings)
+    session.meta["records"] = dict(counts)
+    finish_skips(session.meta, skipped)
+    if summary_at is not None:
+        session.meta["previous_summary_index"] = summary_at
+    return session
+
+
+def detect(records: list[Any]) -> bool:
+    """True when the first JSONL records look like Claude Code's."""
+    for rec in records:
+        if not isinstance(rec, dict):
+            continue
+        t = rec.get("type")
+        if t in ("user", "assistant") and isinstance(rec.get("message"), dict) and (
+            "uuid" in rec or "sessionId" in rec or "parentUuid" in rec
+        ):
+            return True
+        if t in ("file-history-snapshot", "progress", "queue-operation") or (t == "summary" and "leafUuid" in rec):
+            return True
+    return False

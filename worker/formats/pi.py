@@ -1,0 +1,192 @@
+"""pi (badlogic/pi-mono coding-agent) session JSONL.
+
+Entries: a `session` header, `message` entries whose `message.role` is user / assistant /
+toolResult / bashExecution / custom, `compaction` entries (summary, firstKeptEntryId),
+`branch_summary`, `custom_message`, and settings entries (`model_change`,
+`thinking_level_change`, `label`, `session_info`, `custom`) that hold no conversation content.
+Newer files are a tree (`id` / `parentId`); we import the active branch, the path from the
+last entry back to the root, as pi's buildSessionContext does. Older files (like the corpus
+fixture) have no ids and are linear.
+
+A compaction entry is the previous summary. pi shows the model the summary first, then the kept
+entries from firstKeptEntryId on, then what followed; we place the summary message the same
+way (before the first kept message) and mark the messages it replaced compacted=True.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from ..session import Message, ReasoningPart, Session, TextPart, ToolCallPart, ToolResultPart, message_id
+from ._common import INJECTED, Source, block_text, finish_skips, load_records, require_messages, source_name
+
+# pi's own wording for a compaction summary sent to the model (core/messages.ts).
+SUMMARY_PREFIX = "The conversation history before this point was compacted into the following summary:"
+BRANCH_PREFIX = "The following is a summary of a branch that this conversation came back from:"
+KNOWN_SKIP = {"model_change", "thinking_level_change", "label", "session_info", "custom"}
+
+
+def _active_branch(records: list[tuple[int, Any]], skipped: Counter[str]) -> list[tuple[int, Any]]:
+    entries = [(n, r) for n, r in records if isinstance(r, dict) and r.get("type") != "session"]
+    by_id = {r["id"]: (n, r) for n, r in entries if isinstance(r.get("id"), str)}
+    if not by_id or len(by_id) != len(entries):
+        return records  # linear (older format) or ids missing: keep file order
+    path: set[str] = set()
+    cur: Any = entries[-1][1]["id"]
+    while isinstance(cur, str) and cur in by_id and cur not in path:
+        path.add(cur)
+        cur = by_id[cur][1].get("parentId")
+    kept = [(n, r) for n, r in records if not isinstance(r, dict) or r.get("type") == "session" or r.get("id") in path]
+    if len(kept) < len(records):
+        skipped["off-branch"] += len(records) - len(kept)
+    return kept
+
+
+def load(src: Source) -> Session:
+    warnings: list[str] = []
+    skipped: Counter[str] = Counter()
+    counts: Counter[str] = Counter()
+    records = _active_branch(load_records(src, warnings), skipped)
+    out: list[Message] = []
+    names: dict[str, str] = {}
+    entry_index: dict[str, int] = {}  # entry id -> index in out of the first message it produced
+    header: dict[str, Any] = {}
+    summaries: list[int] = []
+    for n, rec in records:
+        if not isinstance(rec, dict):
+            warnings.append(f"line {n}: not a JSON object, skipped")
+            continue
+        etype = rec.get("type")
+        eid = str(rec.get("id") or message_id(n, "line"))
+        ts = rec.get("timestamp")
+        if etype == "session":
+            header = rec
+            continue
+        if etype in KNOWN_SKIP:
+            skipped[str(etype)] += 1
+            continue
+        if etype == "compaction":
+            summary = str(rec.get("summary") or "")
+            kept_id = rec.get("firstKeptEntryId")
+            at = entry_index.get(kept_id, len(out)) if isinstance(kept_id, str) else len(out)
+            msg = Message(id=eid, role="user", parts=[TextPart(text=f"{SUMMARY_PREFIX}\n\n<summary>\n{summary}\n</summary>")],
+                          timestamp=ts, is_summary=True,
+                          meta={"tokens_before": rec.get("tokensBefore"), "first_kept_entry_id": kept_id})
+            for m in out[:at]:
+                m.compacted = True
+            out.insert(at, msg)
+            summaries.append(at)
+            for k, v in entry_index.items():
+                if v >= at:
+                    entry_index[k] = v + 1
+            entry_index[eid] = at
+            counts["compaction"] += 1
+            continue
+        if etype == "branch_summary":
+            text = f"{BRANCH_PREFIX}\n\n<summary>\n{rec.get('summary') or ''}\n</summary>"
+            entry_index[eid] = len(out)
+            out.append(Message(id=eid, role="user", parts=[TextPart(text=text)], timestamp=ts, meta={INJECTED: True}))
+            counts["branch_summary"] += 1
+            continue
+        if etype == "custom_message":
+            entry_index[eid] = len(out)
+            out.append(Message(id=eid, role="user", parts=[TextPart(text=block_text(rec.get("content")))], timestamp=ts,
+                               meta={INJECTED: True, "custom_type": rec.get("customType")}))
+            counts["custom_message"] += 1
+            continue
+        if etype != "message":
+            warnings.append(f"line {n}: unknown entry type {etype!r} skipped")
+            continue
+        msg_raw = rec.get("message")
+        if not isinstance(msg_raw, dict):
+            warnings.append(f"line {n}: message entry without a message object skipped")
+            continue
+        role = msg_raw.get("role")
+        made = _message(msg_raw, eid, ts, names, n, warnings, skipped)
+        if made is None:
+            continue
+        counts[str(role)] += 1
+        entry_index[eid] = len(out)
+        out.append(made)
+        if made.is_summary:
+            for m in out[:-1]:
+                m.compacted = True
+            summaries.append(len(out) - 1)
+    require_messages(out, "pi session", warnings)
+    sid = str(header.get("id") or source_name(src))
+    session = Session(id=sid, messages=out, source_format="pi", warnings=warnings)
+    session.meta["records"] = dict(counts)
+    for key in ("cwd", "version", "provider", "modelId"):
+        if key in header:
+            session.meta[key] = header[key]
+    finish_skips(session.meta, skipped)
+    return session
+
+
+def _message(raw: dict[str, Any], eid: str, ts: Any, names: dict[str, str], n: int,
+             warnings: list[str], skipped: Counter[str]) -> Message | None:
+    role = raw.get("role")
+    content = raw.get("content")
+    if role == "user":
+        return Message(id=eid, role="user", parts=[TextPart(text=block_text(content))], timestamp=ts)
+    if role == "assistant":
+        parts: list[Any] = []
+        for b in content if isinstance(content, list) else [{"type": "text", "text": str(content or "")}]:
+            if not isinstance(b, dict):
+                continue
+            t = b.get("type")
+            if t == "text":
+                parts.append(TextPart(text=str(b.get("text", ""))))
+            elif t == "thinking":
+                parts.append(ReasoningPart(text=str(b.get("thinking", ""))))
+            elif t == "toolCall":
+                cid = str(b.get("id") or f"call_{eid}_{len(parts)}")
+                names[cid] = str(b.get("name") or "")
+                args = b.get("arguments")
+                parts.append(ToolCallPart(id=cid, name=names[cid], arguments=args if isinstance(args, (dict, str)) else {}))
+            else:
+                skipped[f"block:{t}"] += 1
+        meta = {k: raw[k] for k in ("model", "stopReason", "errorMessage") if raw.get(k)}
+        return Message(id=eid, role="assistant", parts=parts, timestamp=ts, meta=meta)
+    if role == "toolResult":
+        cid = str(raw.get("toolCallId") or "")
+        if cid not in names:
+            warnings.append(f"line {n}: tool result for unknown call id {cid!r}")
+        res = ToolResultPart(call_id=cid, name=str(raw.get("toolName") or names.get(cid, "")),
+                             output=block_text(content), is_error=bool(raw.get("isError")))
+        return Message(id=eid, role="tool", parts=[res], timestamp=ts)
+    if role == "bashExecution":
+        if raw.get("excludeFromContext"):
+            skipped["bashExecution(excluded)"] += 1
+            return None
+        # The user ran `!cmd`; pi sends it to the model as a user message in this shape.
+        text = f"Ran `{raw.get('command', '')}`\n```\n{raw.get('output', '')}\n```"
+        if raw.get("exitCode") not in (0, None):
+            text += f"\n\nCommand exited with code {raw.get('exitCode')}"
+        return Message(id=eid, role="user", parts=[TextPart(text=text)], timestamp=ts,
+                       meta={INJECTED: True, "bash_execution": True})
+    if role == "compactionSummary":
+        text = f"{SUMMARY_PREFIX}\n\n<summary>\n{raw.get('summary', '')}\n</summary>"
+        return Message(id=eid, role="user", parts=[TextPart(text=text)], timestamp=ts, is_summary=True)
+    if role in ("custom", "branchSummary"):
+        text = block_text(content) if role == "custom" else f"{BRANCH_PREFIX}\n\n<summary>\n{raw.get('summary', '')}\n</summary>"
+        return Message(id=eid, role="user", parts=[TextPart(text=text)], timestamp=ts, meta={INJECTED: True})
+    warnings.append(f"line {n}: unknown message role {role!r} skipped")
+    return None
+
+
+def detect(records: list[Any]) -> bool:
+    for rec in records:
+        if not isinstance(rec, dict):
+            continue
+        t = rec.get("type")
+        if t == "session" and ("cwd" in rec or "version" in rec):
+            return True
+        if t in ("thinking_level_change", "model_change", "compaction", "branch_summary"):
+            return True
+        if t == "message" and isinstance(rec.get("message"), dict) and rec["message"].get("role") in (
+            "user", "assistant", "toolResult", "bashExecution"
+        ):
+            return True
+    return False

@@ -1,0 +1,144 @@
+"""Verify the model's narrative against its input before it becomes part of a checkpoint.
+
+Every path, identifier, number and quoted string in the model's text must occur in what the
+model was given (conversation narrative, facts, previous summary). A next step must not be
+something the evidence shows done, and the goal must not flip a user's "do not". Items that
+fail are removed and recorded; the checkpoint never stores an invented identifier.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .summarize import Narrative
+
+# Quoted spans: `x`, 'x', "x" (the model's way of citing exact text).
+QUOTED = re.compile(r"`([^`]{2,})`|'([^'\s][^']{1,}?)'|\"([^\"]{2,}?)\"")
+# A path: has a slash between word chars, or a file name with an extension.
+PATH = re.compile(r"(?:[\w.~-]+/)+[\w.-]+|\b[\w-]+\.(?:py|pyi|ts|tsx|js|jsx|json|md|rs|go|java|c|h|cpp|hpp|rb|ex|exs|toml|yaml|yml|cfg|ini|txt|sh|css|html|sql|lock)\b")
+# Identifiers a summary might invent: snake_case, camelCase/PascalCase with an inner capital,
+# dotted names and calls.
+IDENT = re.compile(r"\b(?:[A-Za-z_][A-Za-z0-9]*_[A-Za-z0-9_]+|[a-z]+[A-Z][A-Za-z0-9]*|[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)(?:\(\))?")
+NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])")
+HEXHASH = re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b")
+
+NEGATIONS_EN = re.compile(r"\b(?:not|never|don't|do not|no|without|avoid|keep)\b", re.I)
+NEGATIONS_ZH = re.compile(r"不要|不能|不得|禁止|别|勿|不许|保持")
+STOPWORDS = frozenset(
+    "the a an to of and or in on for with is are be it this that as by at from into not never do don't use "
+    "any new please must should keep".split()
+)
+
+
+@dataclass
+class Removal:
+    section: str
+    text: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"section": self.section, "text": self.text, "reason": self.reason}
+
+
+def claims(text: str) -> list[str]:
+    """The checkable specifics in `text`: quoted spans, paths, identifiers, numbers, hashes."""
+    found: list[str] = []
+    for m in QUOTED.finditer(text):
+        found.append(next(g for g in m.groups() if g is not None))
+    for rx in (PATH, IDENT, HEXHASH):
+        found.extend(m.group(0) for m in rx.finditer(text))
+    found.extend(m.group(0) for m in NUMBER.finditer(text) if len(m.group(0)) >= 2)
+    seen: set[str] = set()
+    return [c for c in found if not (c in seen or seen.add(c))]
+
+
+def _normalize(s: str) -> str:
+    return re.sub(r"\s+", " ", s).strip().strip(".,;:").lower()
+
+
+def supported(claim: str, source: str, source_norm: str) -> bool:
+    if claim in source:
+        return True
+    c = _normalize(claim.removesuffix("()"))
+    return bool(c) and c in source_norm
+
+
+def unsupported_claims(text: str, source: str, source_norm: str | None = None) -> list[str]:
+    norm = source_norm if source_norm is not None else _normalize(source)
+    return [c for c in claims(text) if not supported(c, source, norm)]
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in re.findall(r"[A-Za-z_][\w.]+|[\u4e00-\u9fff]{2,}", text.lower()) if w not in STOPWORDS}
+
+
+def _matches_done(step: str, done_items: list[str]) -> str | None:
+    """A done item that this next step restates (most of its specific words)."""
+    step_words = _words(step)
+    if not step_words:
+        return None
+    for item in done_items:
+        item_words = _words(item)
+        if item_words and len(step_words & item_words) / len(step_words) >= 0.6:
+            return item
+    return None
+
+
+def _flips_constraint(goal: str, constraints: list[str]) -> str | None:
+    """A user 'do not X' whose specific words the goal repeats without any negation."""
+    if NEGATIONS_EN.search(goal) or NEGATIONS_ZH.search(goal):
+        return None
+    goal_words = _words(goal)
+    for c in constraints:
+        if not (NEGATIONS_EN.search(c) or NEGATIONS_ZH.search(c)):
+            continue
+        specific = {w for w in _words(c) if ("_" in w or "." in w or "(" in w or len(w) >= 6)}
+        if specific and len(specific & goal_words) >= max(1, len(specific) // 2):
+            return c
+    return None
+
+
+def verify_narrative(
+    narrative: Narrative,
+    source: str,
+    *,
+    done_items: list[str],
+    constraints: list[str],
+    fallback_goal: str,
+) -> tuple[Narrative, list[Removal]]:
+    removed: list[Removal] = []
+    norm = _normalize(source)
+
+    def check(section: str, text: str) -> bool:
+        bad = unsupported_claims(text, source, norm)
+        if bad:
+            removed.append(Removal(section, text, "not in the input: " + ", ".join(bad)))
+            return False
+        return True
+
+    # Goal: drop unsupported sentences; an empty or constraint-flipping goal becomes the user's words.
+    sentences = [s for s in re.split(r"(?<=[.!?。！？])\s*", narrative.goal) if s.strip()]
+    goal = " ".join(s for s in sentences if check("goal", s)).strip()
+    flipped = _flips_constraint(goal, constraints) if goal else None
+    if flipped:
+        removed.append(Removal("goal", goal, f"contradicts the user's words: {flipped!r}"))
+        goal = ""
+    if not goal:
+        goal = fallback_goal
+
+    decisions = []
+    for d in narrative.key_decisions:
+        text = f"{d['decision']} — {d['reason']}" if d.get("reason") else d["decision"]
+        if check("key_decisions", text):
+            decisions.append(d)
+
+    steps = []
+    for s in narrative.next_steps:
+        done = _matches_done(s, done_items)
+        if done:
+            removed.append(Removal("next_steps", s, f"the evidence shows it done: {done!r}"))
+            continue
+        if check("next_steps", s) and s not in steps:
+            steps.append(s)
+    return Narrative(goal, decisions, steps), removed
