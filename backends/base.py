@@ -89,6 +89,7 @@ class Backend(Protocol):
         json_schema: dict[str, Any] | None = None,
         priority: int = 0,
         isolated: bool = True,
+        cache_key: str | None = None,
     ) -> Iterator[str | GenerationStats]: ...
 
     def info(self) -> ModelInfo: ...

@@ -13,6 +13,7 @@ import json
 import os
 import resource
 import time
+from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,10 @@ from .gguf_meta import check_gguf_file, load_tokenizer, read_meta
 VOCAB_ONLY_N_CTX = 512
 DEFAULT_N_CTX = 8192
 DEFAULT_N_BATCH = 512
+# Saved KV states of summarizer prompts, per cache key (a session): successive updates of one
+# session share instructions + previous summary + the conversation so far, so only the new
+# messages are evaluated. A few entries: each holds the KV of a whole prompt (tens of MB).
+PREFIX_CACHE_ENTRIES = 3
 
 
 def _import_llama() -> Any:
@@ -83,6 +88,7 @@ class LlamaCppBackend:
                     raise
         self._vocab: EngineThread | None = None
         self._model: EngineThread | None = None
+        self._prefix_states: OrderedDict[str, Any] = OrderedDict()  # touched on the engine thread only
 
     # -- loading -------------------------------------------------------------------------
 
@@ -162,9 +168,15 @@ class LlamaCppBackend:
         json_schema: dict[str, Any] | None = None,
         priority: int = FOREGROUND,
         isolated: bool = True,
+        cache_key: str | None = None,
         stop: list[str] | None = None,
         repeat_penalty: float = 1.0,
     ) -> Iterator[str | GenerationStats]:
+        """Stream text chunks, then one GenerationStats.
+
+        isolated: restore the engine's previous KV state afterwards, so a summarizer request
+        never evicts the agent's own cached prefix. cache_key: start from, and keep, the KV
+        state of the previous request with the same key (prefix reuse across updates)."""
         ids = self.prompt_ids(messages)
         if len(ids) + max_tokens > self.n_ctx:
             raise BackendError(
@@ -174,7 +186,7 @@ class LlamaCppBackend:
         assert self._model is not None
         return self._model.stream(
             lambda llm: self._generate_on_thread(
-                llm, ids, max_tokens, temperature, json_schema, isolated, stop, repeat_penalty
+                llm, ids, max_tokens, temperature, json_schema, isolated, cache_key, stop, repeat_penalty
             ),
             priority,
         )
@@ -187,11 +199,15 @@ class LlamaCppBackend:
         temperature: float,
         json_schema: dict[str, Any] | None,
         isolated: bool,
+        cache_key: str | None,
         stop: list[str] | None,
         repeat_penalty: float,
     ) -> Iterator[str | GenerationStats]:
         lc = self._llama_cpp
         saved = llm.save_state() if isolated and llm.n_tokens > 0 else None
+        if cache_key is not None and cache_key in self._prefix_states:
+            llm.load_state(self._prefix_states[cache_key])
+            self._prefix_states.move_to_end(cache_key)
         grammar = None
         if json_schema is not None:
             grammar = lc.LlamaGrammar.from_json_schema(json.dumps(json_schema), verbose=False)
@@ -232,6 +248,11 @@ class LlamaCppBackend:
                 peak_memory_mb=peak_rss_mb(),
                 finish_reason=finish or "stop",
             )
+            if cache_key is not None:
+                self._prefix_states[cache_key] = llm.save_state()
+                self._prefix_states.move_to_end(cache_key)
+                while len(self._prefix_states) > PREFIX_CACHE_ENTRIES:
+                    self._prefix_states.popitem(last=False)
         finally:
             if saved is not None:
                 llm.load_state(saved)

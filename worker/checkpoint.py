@@ -68,15 +68,45 @@ def split_markdown_sections(markdown: str) -> dict[str, str]:
 
 
 def shrink_bullets(body: str, keep: int) -> str:
-    """Keep the first `keep` top-level bullets of a section (they are ranked), say how many went."""
-    lines = body.splitlines()
-    bullet_idx = [i for i, ln in enumerate(lines) if ln.startswith("- ")]
-    if len(bullet_idx) <= keep:
-        return body
-    cut = bullet_idx[keep]
-    dropped = len(bullet_idx) - keep
-    kept = [ln for ln in lines[:cut]] + [ln for ln in lines[cut:] if ln.startswith("#")]
-    return "\n".join(kept + [f"- … {dropped} more not shown (search the history for them)"])
+    """Keep the first `keep` bullets at each list level (items are ranked, most important
+    first) and say how many went; headings and plain lines stay."""
+    out: list[str] = []
+    top_seen = 0
+    sub_seen = 0
+    dropped_top = 0
+    dropped_sub = 0
+
+    def flush_sub() -> None:
+        nonlocal dropped_sub
+        if dropped_sub:
+            out.append(f"  - … {dropped_sub} more not shown (search the history for them)")
+            dropped_sub = 0
+
+    for line in body.splitlines():
+        if line.startswith("- "):
+            flush_sub()
+            top_seen += 1
+            sub_seen = 0
+            if top_seen > keep:
+                dropped_top += 1
+                continue
+            out.append(line)
+        elif line.startswith("  - ") or line.startswith("    "):
+            if top_seen > keep:
+                continue
+            sub_seen += 1
+            if sub_seen > keep:
+                dropped_sub += 1
+                continue
+            out.append(line)
+        else:
+            flush_sub()
+            top_seen = 0 if line.startswith("#") else top_seen
+            out.append(line)
+    flush_sub()
+    if dropped_top:
+        out.append(f"- … {dropped_top} more not shown (search the history for them)")
+    return "\n".join(out)
 
 
 @dataclass

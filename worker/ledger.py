@@ -34,6 +34,8 @@ MAX_COMMITS = 10  # recent commits identify the work; older ones are in `git log
 MAX_BRANCHES = 5  # the current branch plus a few it came from
 MAX_IDS_PER_FACT = 6  # first occurrence + the newest ones: enough to find it again
 MAX_ERROR_LINES_PER_RESULT = 6  # one failing run can print hundreds; the first few identify it
+EDITS_PER_FILE = 3  # the newest changes say what was fixed; older ones are in the history
+EDIT_SIDE_MAX_CHARS = 240  # a replaced line or two, not a whole rewritten function
 ERROR_LINE_MAX_CHARS = 400  # a minified-JS or HTML dump on one line is not an error message
 COMMAND_MAX_CHARS = 400  # heredoc scripts inside a command are not the command's identity
 OUTPUT_EXCERPT_MAX_CHARS = 160  # a short output (like `345`) is a fact; a long one is a log
@@ -123,7 +125,7 @@ TEST_ID_LINE_RE = re.compile(r":\d+$")  # `test/x_test.exs:728` is run as `mix t
 VERIFY_COMMAND_RE = re.compile(
     r"\b(?:pytest|py\.test|unittest|tox|nox|jest|vitest|mocha|ava|tsc|tsgo|mypy|pyright|ruff|eslint|biome"
     r"|go (?:test|build|vet)|cargo (?:test|build|check|clippy|run)|mix (?:test|compile|credo)"
-    r"|(?:npm|pnpm|yarn|bun) (?:test|run \S+|build)|npx (?:tsc|jest|vitest|mocha)|node --test"
+    r"|(?:npm|pnpm|yarn|bun) (?:test|build|run [\w:-]*(?:test|check|build|lint|tsc|type)[\w:-]*)|npx (?:tsc|jest|vitest|mocha)|node --test"
     r"|deno test|bun test|make|ctest|gradle|mvn|rspec|phpunit|dotnet (?:test|build)"
     r"|python3?(?: -m \w+| -\w)* \S+\.py|node \S+\.[cm]?[jt]s|tsx \S+\.[jt]s)\b")
 GIT_COMMIT_CMD_RE = re.compile(r"\bgit\b(?:\s+-\S+(?:\s+\S+)?)*\s+commit\b")
@@ -144,8 +146,10 @@ FILTER_PROGRAMS = {"head", "tail", "grep", "egrep", "fgrep", "rg", "wc", "sort",
 STDERR_MERGE_RE = re.compile(r"\s*\b2>&1\b")
 CD_PREFIX_RE = re.compile(r"^\s*cd\s+(\S+)\s*&&\s*")
 
+BARE_TOKEN_RE = re.compile(r"[^\s`]+")  # an output like `345` that needs no quoting
+
 # Shell parsing. Paths from shell text must look like paths: no spaces, globs, variables.
-SHELL_PATH_RE = re.compile(r"^[\w.~@+-][\w.~@+,=/-]*$")
+SHELL_PATH_RE = re.compile(r"^[\w.~@+/-][\w.~@+,=/-]*$")
 FILE_EXT_RE = re.compile(r"\.[A-Za-z][\w-]{0,9}$")
 BARE_FILE_NAMES = {"Makefile", "Dockerfile", "Gemfile", "Rakefile", "Procfile", "LICENSE", "README", "Justfile"}
 HEREDOC_RE = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_]\w*)\1")
@@ -166,6 +170,7 @@ class FileFact:
     message_ids: list[str] = field(default_factory=list)
     last_action: str = ""  # the newest change ("deleted" means gone now), else "read"
     last_seq: int = 0
+    edits: list[str] = field(default_factory=list)  # "`old` → `new`", newest last
 
     @property
     def changed(self) -> bool:
@@ -262,6 +267,7 @@ class Ledger:
     user_instructions: list[UserInstruction] = field(default_factory=list)  # newest first
     user_instructions_omitted: int = 0  # older user messages left out by the budget
     seq: int = 0  # events folded in so far; new messages continue from here
+    last_message_id: str | None = None  # newest message folded in: re-passing it is a no-op
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -282,6 +288,7 @@ class Ledger:
             user_instructions=build(UserInstruction, data.get("user_instructions")),
             user_instructions_omitted=int(data.get("user_instructions_omitted") or 0),
             seq=int(data.get("seq") or 0),
+            last_message_id=data.get("last_message_id"),
         )
 
     def file(self, path: str) -> FileFact | None:
@@ -322,6 +329,7 @@ class Action:
     test_ids: list[str] = field(default_factory=list)
     commits: list[tuple[str | None, str, str | None]] = field(default_factory=list)  # (sha, subject, branch)
     branches: list[str] = field(default_factory=list)
+    edit: tuple[str, str] | None = None  # (old text, new text) of a search/replace edit
 
     @property
     def verifies(self) -> bool:
@@ -638,7 +646,7 @@ def exit_code_of(output: str) -> int | None:
     return None
 
 
-def test_tallies(output: str) -> list[tuple[str, bool]]:
+def find_tallies(output: str) -> list[tuple[str, bool]]:
     """(verbatim tally line, failed) for every test-runner summary in the output."""
     out: list[tuple[str, bool]] = []
     lines = output_lines(output)
@@ -677,7 +685,8 @@ def failing_test_ids(output: str) -> list[str]:
 
 
 def output_excerpt(output: str) -> str | None:
-    lines = [s for s in output_lines(output) if not SWE_OK_RE.match(s) and not EXIT_CODE_RE.match(s)]
+    lines = [s for s in output_lines(output)
+             if not SWE_OK_RE.match(s) and not EXIT_CODE_RE.match(s) and not NOISE_LINE_RE.match(s)]
     text = "\n".join(lines)
     if lines and len(lines) <= OUTPUT_EXCERPT_MAX_LINES and len(text) <= OUTPUT_EXCERPT_MAX_CHARS:
         return text
@@ -719,7 +728,7 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
     # A file tool prints file content: scan it for errors only when the tool itself failed.
     if not file_tool or is_error:
         action.errors = error_lines(output)
-    action.tallies = test_tallies(output) if not file_tool else []
+    action.tallies = find_tallies(output) if not file_tool else []
     action.test_ids = failing_test_ids(output) if not file_tool else []
     failed = (
         is_error
@@ -789,6 +798,23 @@ def _commit_subject(command: str) -> str | None:
     return None
 
 
+EDIT_KEYS = (("old_str", "new_str"), ("old_string", "new_string"), ("search", "replace"), ("old", "new"))
+
+
+def _edit_pair(args: dict) -> tuple[str, str] | None:
+    """The (old, new) text of a search/replace edit: what the fix actually was."""
+    for old_key, new_key in EDIT_KEYS:
+        old, new = args.get(old_key), args.get(new_key)
+        if isinstance(old, str) and isinstance(new, str) and old != new:
+            return old, new
+    return None
+
+
+def _edit_text(edit: tuple[str, str]) -> str:
+    old, new = (cut_middle(" ".join(x.split()), EDIT_SIDE_MAX_CHARS) for x in edit)
+    return f"{code(old)} → {code(new)}"
+
+
 def scan_actions(messages: list[Message], cwd: str | None = None) -> list[Action]:
     """Every tool call (with its result) as an Action, in the order outcomes were seen."""
     cwds = [cwd] if cwd else []
@@ -807,6 +833,7 @@ def scan_actions(messages: list[Message], cwd: str | None = None) -> list[Action
             action = Action(pos=pos, message_id=msg.id, call_message_id=msg.id, tool=part.name,
                             command=cut_middle(command.strip(), COMMAND_MAX_CHARS) if command else None)
             action.files = _call_files(part.name, args, cwds)
+            action.edit = _edit_pair(args)
             action.source = run_key(command, cwds) if command else " ".join([part.name] + [p for p, _ in action.files[:1]])
             if command:
                 action.files += shell_file_actions(command, cwds)
@@ -889,6 +916,13 @@ def extract_ledger(messages: list[Message], previous: Ledger | None = None, *, c
                    user_budget_chars: int = USER_BUDGET_CHARS) -> Ledger:
     """Fold the facts of `messages` into a copy of `previous` (or a new ledger)."""
     ledger = Ledger.from_dict(json.loads(json.dumps(previous.to_dict()))) if previous else Ledger()
+    # Messages up to the last one already folded in are skipped, so passing an overlapping
+    # window (or the whole session again) never counts a fact twice.
+    ids = [m.id for m in messages]
+    if ledger.last_message_id in ids:
+        messages = messages[ids.index(ledger.last_message_id) + 1:]
+    if messages:
+        ledger.last_message_id = messages[-1].id
     base = ledger.seq
     files = {f.path: f for f in ledger.files}
     for action in scan_actions(messages, cwd=cwd):
@@ -902,6 +936,8 @@ def extract_ledger(messages: list[Message], previous: Ledger | None = None, *, c
                 fact.last_action = what
             _add_id(fact.message_ids, action.call_message_id or mid)
             fact.last_seq = max(fact.last_seq, seq)
+            if what == "modified" and action.edit and _edit_text(action.edit) not in fact.edits:
+                fact.edits = (fact.edits + [_edit_text(action.edit)])[-EDITS_PER_FILE:]
         if action.command:
             fact = _upsert(ledger.commands, CommandFact(action.command, action.status, action.exit_code,
                                                         action.output).key,
@@ -1002,7 +1038,9 @@ def command_result(fact: CommandFact | Action, lang: str = "en") -> str:
     t = labels(lang)
     out = code(one_line(fact.command or ""))
     if fact.output is not None:
-        out += f" → {code(one_line(fact.output)) if fact.output.count(chr(10)) else fact.output}"
+        # A bare token (`345`) reads as itself; anything with spaces is quoted as code.
+        text = one_line(fact.output)
+        out += " → " + (text if BARE_TOKEN_RE.fullmatch(text) else code(text))
     elif fact.exit_code is not None:
         out += f" → {t['exit']} {fact.exit_code}"
     elif fact.status == "failed":
@@ -1058,6 +1096,7 @@ def render_markdown(ledger: Ledger, lang: str = "en") -> str:
         for f in ledger.files:
             acts = ", ".join(t.get(a, a) for a in f.actions)
             out.append(f"- {code(f.path)} — {acts} ({_ids(f.message_ids[-2:])})")
+            out += [f"  - {e}" for e in f.edits]
     else:
         out.append(t["none"])
 

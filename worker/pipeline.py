@@ -54,6 +54,8 @@ class CompactionConfig:
     max_new_tokens: int = MAX_NEW_TOKENS
     use_model: bool = True  # False: deterministic checkpoint only
     priority: int = FOREGROUND
+    # Keep the summarizer's KV prefix per session between updates (engines that support it).
+    prefix_cache: bool = True
 
     def budget(self) -> Budget:
         return make_budget(self.context_limit, self.max_output_tokens, self.reserved)
@@ -100,7 +102,7 @@ def _fit_sections(
         if n <= limit:
             break
         sections = {
-            k: (shrink_bullets(v, keep) if k in ("Critical Context", "Relevant Files", "Constraints & Preferences") else v)
+            k: (shrink_bullets(v, keep) if k in ("Critical Context", "Relevant Files", "Constraints & Preferences", "Progress") else v)
             for k, v in sections.items()
         }
         text = render_summary(sections, lang)
@@ -150,8 +152,9 @@ def compact(
     t = time.perf_counter()
     since_boundary = [m for m in working.messages[head_start:] if not m.compacted]
     prev_ledger = ledger_mod.Ledger.from_dict(previous.ledger) if previous is not None else None
-    ledger = ledger_mod.extract_ledger(since_boundary, previous=prev_ledger)
-    state = workstate_mod.derive_work_state(since_boundary, ledger)
+    cwd = session.meta.get("cwd") if isinstance(session.meta.get("cwd"), str) else None
+    ledger = ledger_mod.extract_ledger(since_boundary, previous=prev_ledger, cwd=cwd)
+    state = workstate_mod.derive_work_state(since_boundary, ledger, cwd=cwd)
     lang = detect_language(since_boundary + ([] if previous is None else []))
     if previous is not None and not any(m.role == "user" and m.text for m in since_boundary):
         lang = previous.lang
@@ -196,6 +199,7 @@ def compact(
         result = summarize_narrative(
             backend, head, facts=render_summary(sections, lang), previous=previous_for_model, lang=lang,
             window=window, max_new_tokens=config.max_new_tokens, priority=config.priority,
+            cache_key=session.id if config.prefix_cache else None,
             progress=lambda k, n: say(f"chunk {k + 1}/{n}"),
         )
         if result.problems and not (result.narrative.goal or result.narrative.next_steps):

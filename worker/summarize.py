@@ -152,12 +152,15 @@ def narrative_lines(messages: list[Message]) -> list[str]:
 def build_prompt(
     conversation: str, facts: str, previous: str | None, lang: str
 ) -> list[dict[str, str]]:
+    # Order for prefix reuse: what stays the same between updates of one session comes first
+    # (instructions, previous summary, then the conversation, which only grows); the facts,
+    # recomputed each time, come last.
     sections = []
     if previous:
         sections.append(f"<previous-summary>\n{previous}\n</previous-summary>\n{UPDATE_NOTE}")
+    sections.append(f"<conversation>\n{conversation}\n</conversation>")
     if facts:
         sections.append(f"<facts>\n{facts}\n</facts>")
-    sections.append(f"<conversation>\n{conversation}\n</conversation>")
     sections.append(
         f"Write the JSON object with goal, key_decisions and next_steps for the conversation above, in {LANGUAGE_NAMES[lang]}."
     )
@@ -230,6 +233,7 @@ def summarize_narrative(
     window: int,
     max_new_tokens: int = MAX_NEW_TOKENS,
     priority: int = FOREGROUND,
+    cache_key: str | None = None,
     progress=None,
 ) -> SummarizeResult:
     blocks = narrative_lines(messages)
@@ -254,7 +258,8 @@ def summarize_narrative(
         inputs.append(prompt[1]["content"])
         text, st = collect(
             backend.generate(prompt, max_tokens=max_new_tokens, temperature=0.0, json_schema=NARRATIVE_SCHEMA,
-                             priority=priority, isolated=True)
+                             priority=priority, isolated=True,
+                             cache_key=f"{cache_key}:{k}" if cache_key else None)
         )
         raw.append(text)
         stats.append(st)

@@ -45,6 +45,7 @@ def load(src: Source) -> Session:
     out: list[Message] = []
     names: dict[str, str] = {}
     session_id = ""
+    cwd = ""
     summary_at: int | None = None
     for n, rec in records:
         if not isinstance(rec, dict):
@@ -66,6 +67,7 @@ def load(src: Source) -> Session:
             continue
         counts[rtype] += 1
         session_id = session_id or str(rec.get("sessionId") or "")
+        cwd = cwd or str(rec.get("cwd") or "")  # the ledger makes absolute paths relative to it
         uid = str(rec.get("uuid") or message_id(n, "line"))
         ts = rec.get("timestamp")
         if rtype == "assistant":
@@ -130,6 +132,8 @@ def load(src: Source) -> Session:
     session = Session(id=session_id or source_name(src), messages=out, source_format="claude_code",
                       warnings=warnings)
     session.meta["records"] = dict(counts)
+    if cwd:
+        session.meta["cwd"] = cwd
     finish_skips(session.meta, skipped)
     if summary_at is not None:
         session.meta["previous_summary_index"] = summary_at

@@ -1,0 +1,376 @@
+"""The fact ledger: exact facts from raw messages, carried across compactions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from worker.formats.openai import load_messages
+from worker.ledger import (
+    MAX_COMMANDS,
+    MAX_FILES,
+    MAX_RESOLVED_ERRORS,
+    MAX_UNRESOLVED_ERRORS,
+    Ledger,
+    error_lines,
+    extract_ledger,
+    find_tallies,
+    looks_like_path,
+    render_markdown,
+    run_key,
+    shell_file_actions,
+)
+from worker.session import Message, TextPart, ToolCallPart, ToolResultPart
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SWE = FIXTURES / "sweagent_marshmallow-code__marshmallow-1867.function_calling_replace_from_source.traj"
+CC = FIXTURES / "cc-spotter_8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl"
+PI = FIXTURES / "pi_large-session.jsonl"
+
+PYTEST_FAIL = """============================= test session starts ==============================
+collected 3 items
+
+tests/test_money.py F..                                                  [100%]
+
+=================================== FAILURES ===================================
+_________________________________ test_round __________________________________
+
+    def test_round():
+>       assert round_money(Decimal("58.4730")) == Decimal("58.47")
+E       AssertionError: assert Decimal('58.4730') == Decimal('58.47')
+E        +  where Decimal('58.4730') = round_money(Decimal('58.4730'))
+
+tests/test_money.py:7: AssertionError
+=========================== short test summary info ============================
+FAILED tests/test_money.py::test_round - AssertionError: assert Decimal('58.4730') == Decimal('58.47')
+========================= 1 failed, 2 passed in 0.05s ==========================
+"""
+PYTEST_PASS = "tests/test_money.py ...                                                  [100%]\n3 passed in 0.04s\n"
+E_LINE = "E       AssertionError: assert Decimal('58.4730') == Decimal('58.47')"
+
+
+class Builder:
+    """Hand-built sessions: user text, tool calls paired with their results."""
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+
+    def _id(self) -> str:
+        return f"m{len(self.messages):05d}"
+
+    def user(self, text: str) -> str:
+        mid = self._id()
+        self.messages.append(Message(id=mid, role="user", parts=[TextPart(text=text)]))
+        return mid
+
+    def call(self, name: str, args: dict, output: str = "", is_error: bool = False) -> str:
+        """Append the call and its result; returns the result's message id."""
+        cid = f"call_{len(self.messages)}"
+        self.messages.append(Message(id=self._id(), role="assistant",
+                                     parts=[ToolCallPart(id=cid, name=name, arguments=args)]))
+        rid = self._id()
+        self.messages.append(Message(id=rid, role="tool", parts=[
+            ToolResultPart(call_id=cid, name=name, output=output, is_error=is_error)]))
+        return rid
+
+    def bash(self, command: str, output: str = "", is_error: bool = False) -> str:
+        return self.call("bash", {"command": command}, output, is_error)
+
+
+def swe_messages() -> list[Message]:
+    return load_messages(json.loads(SWE.read_text())["history"]).messages
+
+
+# ---------------------------------------------------------------------------- SWE-agent trace
+def test_swe_trace_files_commands_and_outputs():
+    ledger = extract_ledger(swe_messages())
+    fields = ledger.file("src/marshmallow/fields.py")
+    assert fields is not None and "modified" in fields.actions  # `edit` names no path: the result header does
+    assert "m00020" in fields.message_ids  # the edit call
+    repro = ledger.file("reproduce.py")
+    assert repro is not None and repro.actions[0] == "created" and repro.last_action == "deleted"
+    assert ledger.file("setup.py").actions == ["read"]
+    # Changed files rank above read-only ones; the file still there above the deleted scratch file.
+    assert [f.path for f in ledger.files] == ["src/marshmallow/fields.py", "reproduce.py", "setup.py"]
+    runs = [(c.output, c.message_ids) for c in ledger.commands if c.command == "python reproduce.py"]
+    assert runs == [("344", ["m00013"]), ("345", ["m00023"])]
+    assert ledger.errors == []  # the trace has no traceback: 344 is a wrong output, not an error line
+    md = render_markdown(ledger)
+    assert "`python reproduce.py` → 344 (m00013)" in md
+    assert "`python reproduce.py` → 345 (m00023)" in md
+    assert "- `src/marshmallow/fields.py` — read, modified" in md
+    assert all("://" not in f.path for f in ledger.files)
+    # The issue text is the user's instruction, kept verbatim (cut in the middle, with a marker).
+    assert ledger.user_instructions[0].message_id == "m00001"
+    assert "Output of this snippet is `344`, but it seems that `345` is correct." in ledger.user_instructions[0].text
+    assert "chars cut …]" in ledger.user_instructions[0].text and ledger.user_instructions[0].cut
+
+
+# ---------------------------------------------------------------------------- errors, resolution, ranking
+def test_pytest_failure_kept_verbatim_then_resolved_and_ranked_below_open_error():
+    b = Builder()
+    b.user("fix the rounding bug in money.py")
+    fail_id = b.bash("pytest -q", PYTEST_FAIL + "Exit code 1", is_error=True)
+    b.bash("python scripts/migrate.py", "Traceback (most recent call last):\n  File \"scripts/migrate.py\", "
+           "line 3, in <module>\n    import yaml\nModuleNotFoundError: No module named 'yaml'\nExit code 1", True)
+    b.call("Edit", {"file_path": "src/money.py", "old_string": "a", "new_string": "b"}, "ok")
+    pass_id = b.bash("pytest -q", PYTEST_PASS)
+    ledger = extract_ledger(b.messages)
+
+    texts = [e.text for e in ledger.errors]
+    assert E_LINE in texts
+    e = next(e for e in ledger.errors if e.text == E_LINE)
+    assert e.resolved and e.resolved_by == pass_id and e.message_ids == [fail_id]
+    assert "tests/test_money.py::test_round" in e.test_ids
+    # The open error ranks above every resolved one.
+    assert ledger.errors[0].text == "ModuleNotFoundError: No module named 'yaml'" and not ledger.errors[0].resolved
+    assert [x.resolved for x in ledger.errors] == sorted(x.resolved for x in ledger.errors)
+    assert [t.text for t in ledger.tallies] == ["1 failed, 2 passed in 0.05s", "3 passed in 0.04s"]
+    assert [t.failed for t in ledger.tallies] == [True, False]
+    md = render_markdown(ledger)
+    unresolved_at, resolved_at = md.index("Unresolved errors"), md.index("Resolved errors")
+    assert unresolved_at < md.index("`ModuleNotFoundError: No module named 'yaml'`") < resolved_at
+    assert md.index(f"`{E_LINE}`") > resolved_at
+    assert "- `src/money.py` — modified" in md
+
+
+def test_chinese_session_keeps_exact_error_and_renders_zh_labels():
+    b = Builder()
+    b.user("请帮我运行 scripts/load_config.py，修复报错，不要改动 tests/ 目录。")
+    b.bash("python scripts/load_config.py",
+           "Traceback (most recent call last):\n  File \"scripts/load_config.py\", line 1, in <module>\n"
+           "    import yaml\nModuleNotFoundError: No module named 'yaml'\n", is_error=True)
+    ledger = extract_ledger(b.messages)
+    assert [e.text for e in ledger.unresolved_errors()] == ["ModuleNotFoundError: No module named 'yaml'"]
+    md = render_markdown(ledger, lang="zh")
+    for label in ("## 关键上下文", "## 相关文件", "## 约束与偏好", "未解决的错误"):
+        assert label in md
+    assert "`ModuleNotFoundError: No module named 'yaml'`" in md
+    assert "> 请帮我运行 scripts/load_config.py，修复报错，不要改动 tests/ 目录。" in md
+    assert "## 相关文件\n(无)" in md  # running a script is not reading it
+
+
+def test_error_line_patterns():
+    out = "\n".join([
+        "../tui/test/chat-simple.ts(28,2): error TS2739: Type '{ a: 1 }' is missing the following properties",
+        "✘ [ERROR] Could not resolve \"js/app.js\"",
+        "cp: /opt/x/dark.json: No such file or directory",
+        "src/main.rs:3:5: error[E0308]: mismatched types",
+        "     ** (RuntimeError) no :secret_key_base configuration found",
+        "FAILED tests/test_a.py::test_b - assert 1 == 2",
+        "all good here, no error words",
+        "warning: unused variable",
+    ])
+    assert error_lines(out) == [
+        "../tui/test/chat-simple.ts(28,2): error TS2739: Type '{ a: 1 }' is missing the following properties",
+        "✘ [ERROR] Could not resolve \"js/app.js\"",
+        "cp: /opt/x/dark.json: No such file or directory",
+        "src/main.rs:3:5: error[E0308]: mismatched types",
+        "** (RuntimeError) no :secret_key_base configuration found",
+        "FAILED tests/test_a.py::test_b - assert 1 == 2",
+    ]
+    tb = "Traceback (most recent call last):\n  File \"x.py\", line 1\n    json.loads(s)\n" \
+         "json.decoder.JSONDecodeError: Unterminated string starting at: line 1 column 256 (char 255)"
+    assert error_lines(tb) == ["json.decoder.JSONDecodeError: Unterminated string starting at: line 1 column 256 (char 255)"]
+
+
+def test_is_error_without_error_line_keeps_first_meaningful_line_and_exit_status():
+    b = Builder()
+    b.call("Read", {"file_path": "/repo/big.json"},
+           "File content (85812 tokens) exceeds maximum allowed tokens (25000). Please use offset.", True)
+    b.bash("npm run check", "\n> pkg@1.0 check\n> tsgo --noEmit\n\nDebugger attached.\nCommand exited with code 1", True)
+    b.call("Read", {"file_path": "/repo/big.json", "offset": 1, "limit": 10}, "1→{")
+    ledger = extract_ledger(b.messages)
+    big = next(e for e in ledger.errors if e.text.startswith("File content (85812 tokens)"))
+    assert big.resolved  # the same tool on the same path later succeeded
+    exit_err = next(e for e in ledger.errors if e.text == "Command exited with code 1")
+    assert exit_err.exit_only and not exit_err.resolved and exit_err.command == "npm run check"
+    check = next(c for c in ledger.commands if c.command == "npm run check")
+    assert check.status == "failed" and check.exit_code == 1
+    assert ledger.file("/repo/big.json").actions == ["read"]  # the failed read is not a read
+
+
+def test_grep_without_match_is_not_an_error():
+    b = Builder()
+    b.bash('grep -n "console.error" src/theme.ts', "Command exited with code 1", is_error=True)
+    ledger = extract_ledger(b.messages)
+    assert ledger.errors == [] and ledger.commands[0].status == "ok"
+
+
+# ---------------------------------------------------------------------------- paths
+def test_paths_are_conservative():
+    assert looks_like_path("src/a.py") and looks_like_path("Makefile") and looks_like_path("../tui/x.ts")
+    assert looks_like_path("~/.pi/agent/themes/custom.json")
+    for not_path in ("1/2", "a/b", "and/or", "https://example.com/x.py", "-rf", "$HOME/x", "*.py", "build/"):
+        assert not looks_like_path(not_path), not_path
+    actions = shell_file_actions(
+        "cat README.md | grep x > out/report.txt; sed -i 's/a/b/' src/x.py && rm -f build/tmp.o\n"
+        "echo '1 > 2' ; sed -n '1,20p' lib/y.ex; echo done 2>&1 >> logs/run.log; touch new_file.py; "
+        "curl https://example.com/a/b.json -o /dev/null", cwds=[])
+    assert sorted(actions) == sorted([
+        ("README.md", "read"), ("out/report.txt", "created"), ("src/x.py", "modified"),
+        ("build/tmp.o", "deleted"), ("lib/y.ex", "read"), ("logs/run.log", "modified"),
+        ("new_file.py", "created"),
+    ])
+    # BSD sed's `-i ''` suffix is not the script; a heredoc body is not a command.
+    assert shell_file_actions("sed -i '' 's/x/y/g' packages/tui/test/editor.test.ts", []) == [
+        ("packages/tui/test/editor.test.ts", "modified")]
+    assert shell_file_actions("cat > /tmp/fix.py << 'EOF'\nrm important.py\nEOF\npython /tmp/fix.py", []) == [
+        ("/tmp/fix.py", "created")]
+
+
+def test_patch_headers_and_cwd_relative_paths():
+    b = Builder()
+    patch = "*** Begin Patch\n*** Update File: src/app.py\n@@\n-a\n+b\n*** Add File: docs/new.md\n+hi\n*** End Patch"
+    b.call("apply_patch", {"input": patch}, "Done!")
+    b.call("str_replace_editor", {"command": "view", "path": "/repo/setup.cfg"}, "[metadata]")
+    b.call("str_replace_editor", {"command": "create", "path": "/repo/pkg/mod.py", "file_text": "x"}, "ok")
+    diff = "--- a/lib/old.py\n+++ b/lib/old.py\n@@ -1 +1 @@\n--- /dev/null\n+++ b/lib/added.py\n"
+    b.call("patch", {"patch": diff}, "ok")
+    ledger = extract_ledger(b.messages, cwd="/repo")
+    got = {f.path: f.actions for f in ledger.files}
+    assert got == {"src/app.py": ["modified"], "docs/new.md": ["created"], "setup.cfg": ["read"],
+                   "pkg/mod.py": ["created"], "lib/old.py": ["modified"], "lib/added.py": ["created"]}
+
+
+# ---------------------------------------------------------------------------- tallies, commits, branches
+@pytest.mark.parametrize("output,expected", [
+    ("Finished in 1.0 seconds\n58 tests, 1 failure\n", [("58 tests, 1 failure", True)]),
+    ("===== 7 passed in 0.12s =====", [("7 passed in 0.12s", False)]),
+    ("3 failed, 10 passed in 0.2s", [("3 failed, 10 passed in 0.2s", True)]),
+    ("Ran 12 tests in 0.003s\n\nFAILED (failures=1)", [("Ran 12 tests in 0.003s … FAILED (failures=1)", True)]),
+    ("Ran 12 tests in 0.003s\n\nOK", [("Ran 12 tests in 0.003s … OK", False)]),
+    ("Tests:       1 failed, 57 passed, 58 total", [("Tests:       1 failed, 57 passed, 58 total", True)]),
+    ("# tests 4\n# pass 4\n# fail 0", [("tests 4, pass 4, fail 0", False)]),
+    ("test result: ok. 12 passed; 0 failed; 0 ignored", [("test result: ok. 12 passed; 0 failed; 0 ignored", False)]),
+    ("1 error\n", []),  # esbuild's count, not a test tally
+])
+def test_tallies(output, expected):
+    assert find_tallies(output) == expected
+
+
+def test_commits_and_branches():
+    b = Builder()
+    b.bash("git checkout -b fix-rounding", "Switched to a new branch 'fix-rounding'")
+    b.bash('git add -A && git commit -m "Fix rounding"', "[fix-rounding 3bb8701] Fix rounding\n 1 file changed")
+    b.bash('git commit -m "nothing"', "nothing to commit, working tree clean\nExit code 1", True)
+    ledger = extract_ledger(b.messages)
+    assert [(c.sha, c.text, c.branch) for c in ledger.commits] == [("3bb8701", "Fix rounding", "fix-rounding")]
+    assert [br.name for br in ledger.branches] == ["fix-rounding"]
+    md = render_markdown(ledger)
+    assert "`3bb8701` `Fix rounding`" in md and "`fix-rounding` (current)" in md
+
+
+def test_run_key_drops_output_filters():
+    assert run_key('cd pkg && npm run check 2>&1 | grep "error TS" | wc -l') == "cd pkg && npm run check"
+    assert run_key("cd /repo && mix test 2>&1", ["/repo"]) == "mix test"
+    assert run_key('echo "a|b" | head') == 'echo "a|b"'
+
+
+# ---------------------------------------------------------------------------- user instructions
+def test_user_instructions_newest_first_within_budget():
+    b = Builder()
+    ids = [b.user(f"instruction {i}: " + "x" * 900) for i in range(8)]
+    b.user("/mode")  # a harness command, not an instruction
+    ledger = extract_ledger(b.messages, user_budget_chars=3000)
+    kept = [u.message_id for u in ledger.user_instructions]
+    assert kept == ids[::-1][: len(kept)]  # newest first, contiguous
+    assert sum(len(u.text) for u in ledger.user_instructions) <= 3000
+    assert ledger.user_instructions_omitted == 8 - len(kept) > 0  # never silent
+    assert ledger.user_instructions[0].text == b.messages[-2].text  # the newest is whole
+    assert "older user message(s) omitted" in render_markdown(ledger)
+    long = Builder()
+    long.user("START " + "y" * 5000 + " END")
+    u = extract_ledger(long.messages).user_instructions[0]
+    assert u.cut and u.text.startswith("START ") and u.text.endswith(" END") and "chars cut …]" in u.text
+
+
+# ---------------------------------------------------------------------------- carrying across compactions
+def test_merge_dedups_and_stays_bounded_after_three_merges():
+    ledger: Ledger | None = None
+    for window in range(3):
+        b = Builder()
+        b.user(f"window {window}")
+        for i in range(40):
+            b.call("Read", {"file_path": f"src/w{window}_{i}.py"}, "content")
+            b.call("Edit", {"file_path": f"src/edit_{i % 5}.py", "old_string": "a", "new_string": "b"}, "ok")
+            b.bash(f"pytest tests/test_{i}.py", f"E       AssertionError: w{window} case {i}\nExit code 1", True)
+            b.bash("pytest -q", PYTEST_FAIL + "Exit code 1", True)
+        for m in b.messages:
+            m.id = f"w{window}-{m.id}"
+        ledger = extract_ledger(b.messages, previous=ledger)
+        json.dumps(ledger.to_dict())  # JSON-safe at every step
+    assert len(ledger.files) <= MAX_FILES and len(ledger.commands) <= MAX_COMMANDS
+    assert len(ledger.unresolved_errors()) <= MAX_UNRESOLVED_ERRORS
+    assert len(ledger.resolved_errors()) <= MAX_RESOLVED_ERRORS
+    paths = [f.path for f in ledger.files]
+    assert len(paths) == len(set(paths))
+    # The 5 edited files rank first; the 120 read-only files were cut down to the bound.
+    assert sorted(paths[:5]) == [f"src/edit_{i}.py" for i in range(5)]
+    assert len(paths) == MAX_FILES and not any(f.changed for f in ledger.files[5:])
+    e = next(e for e in ledger.errors if e.text == E_LINE)
+    assert e.attempts == 120 and len(e.message_ids) <= 6  # one fact, counted across all windows
+    assert [u.text for u in ledger.user_instructions] == ["window 2", "window 1", "window 0"]
+    # Re-extracting the same window is idempotent: no double counting.
+    again = extract_ledger(b.messages, previous=ledger)
+    assert next(x for x in again.errors if x.text == E_LINE).attempts == 120
+    assert len(again.user_instructions) == 3
+    assert Ledger.from_dict(json.loads(json.dumps(again.to_dict()))) == again
+
+
+# ---------------------------------------------------------------------------- real traces via the importers
+def _cc_cwd() -> str:
+    for line in CC.read_text().splitlines():
+        rec = json.loads(line)
+        if isinstance(rec, dict) and rec.get("cwd"):
+            return rec["cwd"]
+    raise AssertionError("no cwd in the Claude Code fixture")
+
+
+def test_claude_code_trace_key_facts():
+    cc = pytest.importorskip("worker.formats.claude_code", reason="Claude Code importer not written yet")
+    session = cc.load(CC)
+    ledger = extract_ledger(session.messages, cwd=_cc_cwd())
+    texts = [e.text for e in ledger.errors]
+    for expected in ('✘ [ERROR] Could not resolve "js/app.js"',
+                     "json.decoder.JSONDecodeError: Unterminated string starting at: line 1 column 256 (char 255)",
+                     "code: assert subagent_lines != []"):
+        assert expected in texts
+    assert any(t.startswith("File content (85812 tokens) exceeds maximum allowed tokens (25000)") for t in texts)
+    assert any('expected selector ".subagent-badge" to return a single element, but got none' in t for t in texts)
+    assert "58 tests, 1 failure" in [t.text for t in ledger.tallies]
+    changed = [f.path for f in ledger.changed_files()]
+    for path in ("lib/spotter_web/live/session_live.ex", "lib/spotter/services/transcript_renderer.ex",
+                 "test/spotter/services/transcript_renderer_test.exs"):
+        assert path in changed
+    assert any(p.endswith(".claude/plans/drifting-tumbling-whisper.md") for p in changed)
+    assert ledger.user_instructions[0].text.startswith("Work on bead spotter-fum.")
+    assert [c.sha for c in ledger.commits][:1] == ["3bb8701"]
+
+
+def test_pi_trace_key_facts():
+    pi = pytest.importorskip("worker.formats.pi", reason="pi importer not written yet")
+    session = pi.load(PI)
+    ledger = extract_ledger(session.messages, cwd=session.meta.get("cwd"))
+    texts = [e.text for e in ledger.errors]
+    assert ("cp: /opt/homebrew/lib/node_modules/@mariozechner/pi-coding-agent/dist/theme/dark.json: "
+            "No such file or directory") in texts
+    assert any("error TS" in t for t in texts)
+    assert ledger.file("packages/coding-agent/src/tui/user-message-selector.ts").changed
+    assert len(ledger.errors) <= MAX_UNRESOLVED_ERRORS + MAX_RESOLVED_ERRORS
+    md = render_markdown(ledger)
+    assert "## Critical Context" in md and "## Relevant Files" in md and "## Constraints & Preferences" in md
+
+
+def test_pi_trace_ts2739_survives_as_carried_fact():
+    """Compacting in windows (as the worker does) keeps the TS2739 line once it has been seen."""
+    pi = pytest.importorskip("worker.formats.pi", reason="pi importer not written yet")
+    messages = pi.load(PI).messages
+    ts2739 = ("../tui/test/chat-simple.ts(28,2): error TS2739: Type '{ description: ChalkInstance; noMatch: any; }' "
+              "is missing the following properties from type 'SelectListTheme': selectedPrefix, selectedText, "
+              "scrollInfo")
+    first = extract_ledger(messages[:100])
+    assert ts2739 in [e.text for e in first.errors]
+    assert f"`{ts2739}`" in render_markdown(first)

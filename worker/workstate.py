@@ -1,0 +1,194 @@
+"""Work state from evidence: Done / In Progress / Blocked, decided by rules, never by the model.
+
+Small models call pending work done. Here a user request is Done only when the messages show
+evidence after the last edit of the files its turn touched: a passing verification run (test,
+type check, build, script) or a commit. The last request without such evidence is In
+Progress; an unresolved error that failed repeatedly with no edit after its last failure is
+Blocked. Every item carries the evidence (message ids, commands, outputs) it stands on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from .ledger import Action, Ledger, code, command_result, labels, one_line, scan_actions, user_requests
+from .session import Message
+
+MAX_DONE = 8  # the newest finished requests; older ones are history
+MAX_IN_PROGRESS = 5  # the last request plus a few unverified edits before it
+MAX_BLOCKED = 5
+REQUEST_TEXT_MAX_CHARS = 160  # the item names the request; the full text is in the ledger
+BLOCKED_MIN_ATTEMPTS = 2  # one failure is a step; the same failure twice with no fix is stuck
+
+
+@dataclass
+class WorkItem:
+    text: str
+    evidence: list[str] = field(default_factory=list)  # "`cmd` → 345 (m00023)", message ids, facts
+    message_id: str | None = None  # the request (or the error's last occurrence)
+
+
+@dataclass
+class WorkState:
+    done: list[WorkItem] = field(default_factory=list)  # newest first
+    in_progress: list[WorkItem] = field(default_factory=list)  # newest first
+    blocked: list[WorkItem] = field(default_factory=list)
+    # Earlier requests with no edits and no evidence either way (questions, reads): not rendered.
+    unverified: list[WorkItem] = field(default_factory=list)
+    changed_since_green: list[str] = field(default_factory=list)  # paths edited after the last green run
+    last_green: str | None = None  # evidence line of the last passing verification run
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> WorkState:
+        def items(key: str) -> list[WorkItem]:
+            return [WorkItem(**i) for i in data.get(key) or []]
+
+        return cls(items("done"), items("in_progress"), items("blocked"), items("unverified"),
+                   list(data.get("changed_since_green") or []), data.get("last_green"))
+
+
+def request_text(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= REQUEST_TEXT_MAX_CHARS else flat[: REQUEST_TEXT_MAX_CHARS - 1] + "…"
+
+
+def _is_edit(action: Action, scratch: set[str]) -> bool:
+    # Removing a scratch file the session itself created (a reproduce script) is cleanup, not work.
+    return any(not (what == "deleted" and path in scratch) for path, what in action.changes)
+
+
+def _evidence_line(action: Action) -> str:
+    if action.commits:
+        sha, subject, _ = action.commits[0]
+        return f"commit {code(sha) + ' ' if sha else ''}{code(subject)} ({action.message_id})"
+    tally = next((t for t, _ in action.tallies), None)
+    if tally and action.output is None:
+        return f"{code(one_line(action.command or ''))} → {code(tally)} ({action.message_id})"
+    return f"{command_result(action)} ({action.message_id})"
+
+
+def _is_evidence(action: Action) -> bool:
+    return action.has_result and action.passed and (action.verifies or bool(action.commits))
+
+
+def _find_evidence(actions: list[Action], start: int, files: set[str], scratch: set[str]) -> Action | None:
+    """The first passing verification or commit after `start` with no edit of `files` before it."""
+    for action in actions:
+        if action.pos <= start:
+            continue
+        if _is_edit(action, scratch) and any(p in files for p, _ in action.changes):
+            start = action.pos  # edited again: evidence must come after this edit
+            continue
+        if _is_evidence(action) and action.pos > start:
+            return action
+    return None
+
+
+def derive_work_state(messages: list[Message], ledger: Ledger, *, cwd: str | None = None) -> WorkState:
+    actions = scan_actions(messages, cwd=cwd)
+    scratch = {p for a in actions for p, w in a.files if w == "created"} & {
+        p for a in actions for p, w in a.files if w == "deleted"}
+    state = WorkState()
+    requests = user_requests(messages)
+    for k, (pos, msg) in enumerate(requests):
+        end = requests[k + 1][0] if k + 1 < len(requests) else len(messages)
+        turn = [a for a in actions if pos < a.pos < end]
+        edits = [a for a in turn if _is_edit(a, scratch)]
+        item = WorkItem(text=request_text(msg.text), message_id=msg.id)
+        if edits:
+            files = {p for a in edits for p, _ in a.changes}
+            proof = _find_evidence(actions, edits[-1].pos, files, scratch)
+        else:
+            proof = next((a for a in turn if _is_evidence(a)), None)
+        is_last = k == len(requests) - 1
+        if proof is not None and is_last:
+            # A later failing run in the same turn outweighs an earlier green one.
+            later = [a for a in turn if a.pos > proof.pos and a.verifies and a.has_result and not a.passed]
+            if later:
+                item.evidence.append(f"green {_evidence_line(proof)}, then failed {_evidence_line(later[-1])}")
+                state.in_progress.append(item)
+                continue
+        if proof is not None:
+            item.evidence.append(_evidence_line(proof))
+            state.done.append(item)
+            continue
+        if edits:
+            last = edits[-1]
+            paths = ", ".join(code(p) for p, _ in last.changes[:3])
+            item.evidence.append(f"last edit {paths} ({last.call_message_id or last.message_id}); "
+                                 "no passing run or commit after it")
+        failing = [a for a in turn if a.has_result and a.status == "failed" and a.command]
+        if failing:
+            item.evidence.append(f"{_evidence_line(failing[-1])}")
+        if not item.evidence:
+            item.evidence.append("no verification or commit after the request")
+        if is_last or edits:
+            state.in_progress.append(item)
+        else:
+            state.unverified.append(item)
+
+    state.blocked = _blocked(actions, ledger)
+    greens = [a for a in actions if a.verifies and a.has_result and a.passed]
+    last_green_pos = greens[-1].pos if greens else -1
+    if greens:
+        state.last_green = _evidence_line(greens[-1])
+    changed: list[str] = []
+    for a in actions:
+        if a.pos > last_green_pos and _is_edit(a, scratch):
+            changed += [p for p, _ in a.changes if p not in changed]
+    state.changed_since_green = changed
+
+    state.done = state.done[::-1][:MAX_DONE]
+    state.in_progress = state.in_progress[::-1][:MAX_IN_PROGRESS]
+    state.unverified = state.unverified[::-1]
+    return state
+
+
+def _blocked(actions: list[Action], ledger: Ledger) -> list[WorkItem]:
+    """Unresolved errors seen at least twice with no edit after their last occurrence."""
+    pos_of = {a.message_id: a.pos for a in actions}
+    edit_positions = [a.pos for a in actions if a.changes]
+    out: list[WorkItem] = []
+    for err in ledger.unresolved_errors():
+        if err.attempts < BLOCKED_MIN_ATTEMPTS or err.exit_only:
+            continue
+        last = max((pos_of[m] for m in err.message_ids if m in pos_of), default=-1)
+        if any(p > last for p in edit_positions):
+            continue  # someone is still working on it
+        src = f"{code(one_line(err.command))} " if err.command else ""
+        evidence = [f"{src}failed {err.attempts}× ({', '.join(err.message_ids[-3:])})", "no edit since"]
+        out.append(WorkItem(text=code(err.text), evidence=evidence, message_id=err.message_ids[-1]))
+    return out[:MAX_BLOCKED]
+
+
+PROGRESS_LABELS = {
+    "en": {"progress": "Progress", "done": "Done", "in_progress": "In Progress", "blocked": "Blocked",
+           "evidence": "evidence", "more": "{n} more"},
+    "zh": {"progress": "进展", "done": "已完成", "in_progress": "进行中", "blocked": "受阻",
+           "evidence": "证据", "more": "另有 {n} 条"},
+}
+
+
+def render_markdown(state: WorkState, lang: str = "en") -> str:
+    """The Progress section: `### Done / ### In Progress / ### Blocked`, `(none)` when empty."""
+    t = PROGRESS_LABELS.get(lang, PROGRESS_LABELS["en"])
+    none = labels(lang)["none"]
+    out = [f"## {t['progress']}"]
+    for key in ("done", "in_progress", "blocked"):
+        out.append(f"### {t[key]}")
+        items: list[WorkItem] = getattr(state, key)
+        if not items:
+            out.append(none)
+        for item in items:
+            ev = "; ".join(item.evidence)
+            where = f" ({item.message_id})" if key != "blocked" and item.message_id else ""
+            out.append(f"- {item.text}{where} — {t['evidence']}: {ev}")
+    return "\n".join(out) + "\n"
+
+
+__all__ = ["WorkItem", "WorkState", "derive_work_state", "render_markdown", "request_text"]
