@@ -15,6 +15,10 @@ json_schema: MLX has no grammar engine and this backend does not pretend to cons
 output; a request with a json_schema raises BackendError. Prompt reuse: one mlx-lm KV cache
 per model, trimmed to the longest common prefix with each new prompt, so only the new
 suffix is evaluated (reported as cached_prompt_tokens).
+
+Stats come from mlx-lm's GenerationResponse (prompt/generation tps, token counts);
+peak_memory_mb is MLX's own peak of allocated memory (process-wide, reset per request), not
+the process RSS, which info().extra reports as peak_rss_mb.
 """
 
 from __future__ import annotations

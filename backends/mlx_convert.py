@@ -300,13 +300,14 @@ def _write_tokenizer_files(out: Path, meta: Any, tokenizer_json: Path, facts: di
 
 def _quantize_into(dense: Path, out: Path, config: dict[str, Any], dtype: str, bits: int, group_size: int) -> dict:
     """Quantize the dense model in `dense` with mlx-lm's own utilities, saving weights into `out`."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # mlx_lm imports transformers; nothing may reach the hub
     try:
         import mlx.core as mx
         from mlx.utils import tree_map
         from mlx_lm.utils import load_model, quantize_model, save_model
     except ImportError:
         raise BackendError("quantizing needs mlx-lm: pip install 'compactd[mlx]'") from None
-    model, loaded_config = load_model(dense, lazy=True)
+    model, _ = load_model(dense, lazy=True)
     target = getattr(mx, dtype)
     model.update(tree_map(lambda v: v.astype(target) if mx.issubdtype(v.dtype, mx.floating) else v,
                           model.parameters()))

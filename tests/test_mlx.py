@@ -8,7 +8,6 @@ float32), so prompts stay under ~20 tokens and generations under 8 tokens.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -200,6 +199,18 @@ def test_stream_yields_text_then_stats(backend) -> None:
 
 
 @pytest.mark.model
+def test_closing_a_stream_early_keeps_the_engine_usable(backend) -> None:
+    stream = backend.generate(SHORT_CHAT, max_tokens=6)
+    first = next(stream)
+    assert isinstance(first, str)
+    stream.close()  # the engine thread stops at its next token
+    n_cached, ids = backend.engine_state()
+    assert len(ids) == n_cached >= backend.count_messages(SHORT_CHAT) - 1
+    text, stats = collect(backend.generate(SHORT_CHAT, max_tokens=1))
+    assert text and stats.cached_prompt_tokens == stats.prompt_tokens - 1
+
+
+@pytest.mark.model
 def test_json_schema_refused(backend) -> None:
     with pytest.raises(BackendError, match="json_schema is not supported"):
         backend.generate(SHORT_CHAT, max_tokens=4, json_schema={"type": "object"})
@@ -320,4 +331,3 @@ def test_backend_refuses_non_model_dir(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text("{}")
     with pytest.raises(BackendError, match="tokenizer.json"):
         MlxBackend(tmp_path)
-    shutil.rmtree(tmp_path)

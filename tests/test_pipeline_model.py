@@ -129,8 +129,6 @@ def test_last_request_without_evidence_is_never_done(llama_backend):
     b.assistant("All tests in tests/test_dates.py pass now.")
     b.user("Now add a CHANGELOG entry for the date fix and bump the version in pyproject.toml.")
     b.assistant("Done! I added the CHANGELOG entry and bumped the version.")  # a claim, no evidence
-    b.user("Thanks. Anything else?")
-    b.assistant("No.")
     cp = compact(b.build(), llama_backend, CompactionConfig(context_limit=5_000, reserved=500)).checkpoint
     done, marker, rest = cp.sections["Progress"].partition("### In Progress")
     assert marker, cp.sections["Progress"]

@@ -262,6 +262,27 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     return 0
 
 
+BENCHMARKS = ("tokenizer", "throughput", "fidelity")
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    import importlib
+
+    names = BENCHMARKS if args.name == "all" else (args.name,)
+    out_dir = Path(args.out)
+    for name in names:
+        try:
+            module = importlib.import_module(f"benchmarks.{name}")
+        except ImportError as exc:
+            raise CliError(f"benchmark {name!r} is not available: {exc}") from None
+        t0 = time.perf_counter()
+        result = module.run(quick=args.quick, out_dir=out_dir)
+        print(f"bench {name}: done in {time.perf_counter() - t0:.1f}s -> {out_dir / (name + '.json')}")
+        if isinstance(result, dict) and result.get("headline"):
+            print(f"  {result['headline']}")
+    return 0
+
+
 # -- parser -----------------------------------------------------------------------------
 
 
@@ -327,6 +348,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--vocab", default="qwen2")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_estimate)
+    p = sub.add_parser("bench", help="run a benchmark (writes JSON + PNG under benchmarks/results)")
+    p.add_argument("name", choices=[*BENCHMARKS, "all"])
+    p.add_argument("--quick", action="store_true", help="a small, fast run (the test suite's smoke mode)")
+    p.add_argument("--out", default="benchmarks/results")
+    p.set_defaults(func=cmd_bench)
+
+    from .server import add_service_commands
+
+    add_service_commands(sub)
     return parser
 
 

@@ -6,6 +6,7 @@ mutates the caller's session: prune returns a marked copy, the stored history st
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -54,6 +55,9 @@ class CompactionConfig:
     max_new_tokens: int = MAX_NEW_TOKENS
     use_model: bool = True  # False: deterministic checkpoint only
     priority: int = FOREGROUND
+    # A rolling-summary swap: `previous` is a ready checkpoint the agent has not received yet, so
+    # it frees everything it covers even when no message is left between it and the tail.
+    swap: bool = False
     # Keep the summarizer's KV prefix per session between updates (engines that support it).
     prefix_cache: bool = True
 
@@ -117,8 +121,11 @@ def compact(
     *,
     previous: Checkpoint | None = None,
     counter: TokenCounter | None = None,
+    held_tokens: int | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> CompactionResult:
+    """held_tokens: what the agent's context holds now, when the caller knows it better than
+    `previous` does (a rolling summary the agent has not received yet is not what it holds)."""
     say = progress or (lambda _msg: None)
     stage: dict[str, float] = {}
     t_all = time.perf_counter()
@@ -128,7 +135,15 @@ def compact(
     t = time.perf_counter()
     head_start = _head_start(session, previous)
     working = _with_boundary(session, head_start)
-    before = counter.total(session)
+    if held_tokens is not None:
+        before = held_tokens
+    elif previous is not None and head_start > 0:
+        # What the agent holds now: the previous checkpoint's system + summary, then every
+        # message since its boundary (its tail included), not the whole stored history.
+        held = previous.messages[: len(previous.messages) - len(previous.tail_message_ids)]
+        before = counter.messages(held + [m.to_chat() for m in session.messages[head_start:]])
+    else:
+        before = counter.total(session)
     stage["count_ms"] = (time.perf_counter() - t) * 1000
 
     t = time.perf_counter()
@@ -174,7 +189,7 @@ def compact(
     deterministic = counter.text(render_summary(sections, lang))
     narrative_bound = config.max_new_tokens if config.use_model else 0
     projected = system_tokens + min(summary_limit, deterministic + narrative_bound) + tail.tail_tokens
-    if not head:
+    if not head and not config.swap:
         raise CompactionRefused("nothing to compact: every message since the last summary is in the recent tail")
     if before - projected < config.min_free_share * budget.usable:
         raise CompactionRefused(
@@ -196,8 +211,10 @@ def compact(
     if config.use_model and head:
         window = config.summarizer_window or backend.info().context_size or 8192
         say(f"summarizing {len(head)} messages with the model")
+        ids = {m.id for m in session.messages}
         result = summarize_narrative(
-            backend, head, facts=render_summary(sections, lang), previous=previous_for_model, lang=lang,
+            backend, head, facts=strip_message_ids(render_summary(sections, lang), ids),
+            previous=previous_for_model, lang=lang,
             window=window, max_new_tokens=config.max_new_tokens, priority=config.priority,
             cache_key=session.id if config.prefix_cache else None,
             progress=lambda k, n: say(f"chunk {k + 1}/{n}"),
@@ -215,11 +232,15 @@ def compact(
             )
             removed = [r.to_dict() for r in removals]
     elif not config.use_model:
-        fallback = "model disabled: deterministic checkpoint"
+        fallback = "model disabled: deterministic checkpoint" + (
+            ", narrative carried from the previous checkpoint" if prev_narr is not None else ""
+        )
     if not narrative.goal:
         narrative.goal = fallback_goal
-    if not narrative.next_steps and prev_narr is not None and not result:
-        narrative.next_steps = prev_narr.next_steps
+    if prev_narr is not None and not result:
+        # No model call (a swap): the previous narrative is carried whole, decisions included.
+        narrative.next_steps = narrative.next_steps or prev_narr.next_steps
+        narrative.key_decisions = narrative.key_decisions or prev_narr.key_decisions
     stage["summarize_ms"] = (time.perf_counter() - t) * 1000
 
     t = time.perf_counter()
@@ -275,6 +296,15 @@ def compact(
         },
     )
     return CompactionResult(checkpoint, working, result, stage)
+
+
+_ID_LIST = re.compile(r" ?\(([^()\s,]+(?:, [^()\s,]+)*)\)")
+
+
+def strip_message_ids(text: str, ids: set[str]) -> str:
+    """Drop '(m00012, m00015)' evidence pointers: useful to the agent, noise to the model,
+    which otherwise copies them into its own sentences."""
+    return _ID_LIST.sub(lambda m: "" if all(x in ids for x in m.group(1).split(", ")) else m.group(0), text)
 
 
 def _pick(sections: dict[str, str], name: str, lang: str) -> str:

@@ -61,7 +61,8 @@ def select_tail(
         summary = session.last_summary_index()
         head_start = summary + 1 if summary is not None else 0
     starts = [s for s in session.turn_starts() if s >= head_start]
-    turn_start = starts[-tail_turns] if len(starts) >= tail_turns else (starts[0] if starts else n)
+    # No user turn since the boundary (one long agent turn): the tail is cut from the head's start.
+    turn_start = starts[-tail_turns] if len(starts) >= tail_turns else (starts[0] if starts else head_start)
     # Suffix sums: tokens of messages[k:].
     suffix = [0] * (n + 1)
     for k in range(n - 1, -1, -1):

@@ -118,8 +118,10 @@ def verify_narrative(
         return True
 
     # Goal: drop unsupported sentences; an empty or constraint-flipping goal becomes the user's words.
-    sentences = [s for s in re.split(r"(?<=[.!?。！？])\s*", narrative.goal) if s.strip()]
-    goal = " ".join(s for s in sentences if check("goal", s)).strip()
+    # A sentence ends at . ! ? followed by whitespace (not inside `invoice.py`), or at 。！？.
+    sentences = [s for s in re.split(r"(?<=[.!?])\s+|(?<=[。！？])", narrative.goal) if s.strip()]
+    joiner = "" if re.search(r"[。！？]", narrative.goal) else " "
+    goal = joiner.join(s.strip() for s in sentences if check("goal", s)).strip()
     flipped = _flips_constraint(goal, constraints) if goal else None
     if flipped:
         removed.append(Removal("goal", goal, f"contradicts the user's words: {flipped!r}"))
@@ -135,6 +137,8 @@ def verify_narrative(
 
     steps = []
     for s in narrative.next_steps:
+        # A step copied from the facts carries their evidence suffix: keep only the step.
+        s = re.split(r"\s+— (?:evidence|证据)\s*:", s)[0].strip()
         done = _matches_done(s, done_items)
         if done:
             removed.append(Removal("next_steps", s, f"the evidence shows it done: {done!r}"))

@@ -1,0 +1,634 @@
+"""The service behind the HTTP API: sessions in the store, exact context counts, compaction
+jobs on the scheduler, rolling summaries, metrics. No HTTP here (see server.py).
+
+Rolling summaries: once a session's context passes `pre_threshold` of its usable budget, each
+burst of appended turns (debounced) queues a background `compact()` that updates the
+session's anchored summary (the previous rolling summary, or the last committed checkpoint,
+is the `previous`). It is kept in memory, not in the checkpoint chain: the agent has not
+received it. A compaction at overflow then *swaps*: `compact(..., use_model=False,
+swap=True, previous=rolling)` carries the ready narrative, recomputes the ledger and work
+state for the messages since, and cuts the current tail: no model call on the critical path.
+Without a ready rolling summary the compaction runs synchronously in the foreground lane.
+A restart loses the rolling summary (the next compaction is then synchronous), nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from backends.base import Backend, GenerationStats
+
+from .checkpoint import Checkpoint
+from .formats import FormatError
+from .formats import load as load_transcript
+from .pipeline import CompactionConfig, CompactionRefused, compact
+from .prune import prune_tool_outputs
+from .scheduler import (
+    BACKGROUND_LANE,
+    CANCELLED,
+    DONE,
+    FAILED,
+    FOREGROUND_LANE,
+    LANES,
+    QUEUED,
+    RUNNING,
+    Job,
+    JobBackend,
+    JobCancelled,
+    Overloaded,
+    Scheduler,
+)
+from .session import Session
+from .store import Audit, NotFound, PruneMarker, Store
+from .tokens import TokenCounter, make_budget
+
+DEFAULT_CONTEXT_LIMIT = 32_768  # same default as `compactd compact`
+DEFAULT_PRE_THRESHOLD = 0.60  # share of usable at which rolling summaries start
+ROLLING_DEBOUNCE_S = 2.0  # turns arrive in bursts (a call, its result, the reply): summarize after the burst
+JOB_WAIT_POLL_S = 0.2  # how often a job waiting on another one checks its own cancellation
+INDEX_ID = re.compile(r"m(\d{5,})(\..+)?")  # ids the openai/anthropic importers number by position
+_ANCHOR = {"role": "system", "content": "."}  # fixed context so per-message counts include markup
+_BEFORE_MEMO = 4096  # in-process memo of [anchor, prev] counts
+
+
+class ModelNotReady(Exception):
+    """The backend is still loading (or failed to load): 503."""
+
+
+# ----------------------------------------------------------------------------- metrics
+
+LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+
+METRICS_HELP: dict[str, tuple[str, str]] = {
+    "compactd_model_ready": ("gauge", "1 once the model is loaded"),
+    "compactd_queue_depth": ("gauge", "jobs waiting per lane"),
+    "compactd_jobs_running": ("gauge", "jobs running per lane"),
+    "compactd_jobs_total": ("counter", "finished jobs by kind and status"),
+    "compactd_overload_rejections_total": ("counter", "requests answered 429 because a lane's queue was full"),
+    "compactd_compactions_total": ("counter", "committed compactions: swap (ready rolling summary) or sync (model on the critical path)"),
+    "compactd_compaction_tokens_before_total": ("counter", "context tokens before committed compactions"),
+    "compactd_compaction_tokens_after_total": ("counter", "context tokens after committed compactions"),
+    "compactd_rolling_updates_total": ("counter", "background rolling-summary updates by outcome"),
+    "compactd_prompt_tokens_total": ("counter", "prompt tokens evaluated by the engine (cached ones excluded)"),
+    "compactd_prompt_seconds_total": ("counter", "seconds the engine spent evaluating prompts"),
+    "compactd_decode_tokens_total": ("counter", "tokens generated"),
+    "compactd_decode_seconds_total": ("counter", "seconds the engine spent generating"),
+    "compactd_prompt_tokens_per_second": ("gauge", "prompt evaluation speed of the last generation"),
+    "compactd_decode_tokens_per_second": ("gauge", "decode speed of the last generation"),
+    "compactd_time_to_first_token_seconds": ("histogram", "time to first token per generation, by lane"),
+    "compactd_compaction_seconds": ("histogram", "end-to-end compaction job latency, by mode"),
+    "compactd_chat_completion_seconds": ("histogram", "end-to-end /v1/chat/completions latency"),
+}
+
+Labels = tuple[tuple[str, str], ...]
+
+
+@dataclass
+class _Histogram:
+    counts: list[int] = field(default_factory=lambda: [0] * len(LATENCY_BUCKETS))
+    total: float = 0.0
+    n: int = 0
+
+    def observe(self, value: float) -> None:
+        for i, bound in enumerate(LATENCY_BUCKETS):
+            if value <= bound:
+                self.counts[i] += 1
+        self.total += value
+        self.n += 1
+
+
+def _labels(labels: Labels, extra: Labels = ()) -> str:
+    items = labels + extra
+    if not items:
+        return ""
+    return "{" + ",".join(f'{k}="{_escape_label(v)}"' for k, v in items) + "}"
+
+
+def _escape_label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _num(value: float) -> str:
+    return repr(float(value)) if isinstance(value, float) and not value.is_integer() else str(int(value))
+
+
+class Metrics:
+    """Counters, gauges and histograms rendered by hand in the Prometheus text format 0.0.4."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._values: dict[tuple[str, Labels], float] = {}
+        self._hists: dict[tuple[str, Labels], _Histogram] = {}
+
+    def inc(self, name: str, value: float = 1.0, **labels: str) -> None:
+        key = (name, tuple(sorted(labels.items())))
+        with self._lock:
+            self._values[key] = self._values.get(key, 0.0) + value
+
+    def set(self, name: str, value: float, **labels: str) -> None:
+        with self._lock:
+            self._values[(name, tuple(sorted(labels.items())))] = value
+
+    def observe(self, name: str, value: float, **labels: str) -> None:
+        key = (name, tuple(sorted(labels.items())))
+        with self._lock:
+            self._hists.setdefault(key, _Histogram()).observe(value)
+
+    def value(self, name: str, **labels: str) -> float:
+        return self._values.get((name, tuple(sorted(labels.items()))), 0.0)
+
+    def render(self) -> str:
+        with self._lock:
+            values = dict(self._values)
+            hists = {k: _Histogram(list(h.counts), h.total, h.n) for k, h in self._hists.items()}
+        out: list[str] = []
+        for name, (kind, help_text) in METRICS_HELP.items():
+            out += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
+            if kind == "histogram":
+                for (n, labels), h in sorted(hists.items()):
+                    if n != name:
+                        continue
+                    for bound, c in zip(LATENCY_BUCKETS, h.counts, strict=True):
+                        out.append(f"{name}_bucket{_labels(labels, (('le', _num(bound)),))} {c}")
+                    out.append(f"{name}_bucket{_labels(labels, (('le', '+Inf'),))} {h.n}")
+                    out.append(f"{name}_sum{_labels(labels)} {_num(h.total)}")
+                    out.append(f"{name}_count{_labels(labels)} {h.n}")
+                continue
+            for (n, labels), v in sorted(values.items()):
+                if n == name:
+                    out.append(f"{name}{_labels(labels)} {_num(v)}")
+        return "\n".join(out) + "\n"
+
+
+# ----------------------------------------------------------------------------- counting
+
+
+def _chat_key(*parts: Any) -> str:
+    return hashlib.sha1(json.dumps(parts, ensure_ascii=False, sort_keys=True).encode()).hexdigest()
+
+
+def model_key(backend: Backend) -> str:
+    """Cache key of a tokenizer + chat template: a count is only reused for the same pair."""
+    info = backend.info()
+    probe = backend.render_messages([_ANCHOR, {"role": "user", "content": "x"}], add_generation_prompt=True)
+    template = hashlib.sha1(probe.encode()).hexdigest()[:12]
+    return f"{info.engine}|{info.model_name}|{info.vocab_size}|{template}"
+
+
+class ContextCounter:
+    """Exact counts of a chat, with each message's share cached in the store's token cache.
+
+    A message's share is what it adds after its predecessor (templates render tool results
+    differently after a tool result), so the cache key is (previous, message). The whole
+    count is `frame + sum(shares)`, the frame being what the template adds around the list
+    (a default system prompt, the generation prompt): appending one message costs two small
+    counts, whatever the length of the session."""
+
+    def __init__(self, backend: Backend, store: Store, key: str | None = None):
+        self.backend = backend
+        self.store = store
+        self.key = key or model_key(backend)
+        self._anchor = backend.count_messages([_ANCHOR], add_generation_prompt=False)
+        self._before: OrderedDict[str, int] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _count_before(self, prev: dict[str, Any]) -> int:
+        k = _chat_key(prev)
+        with self._lock:
+            if k in self._before:
+                self._before.move_to_end(k)
+                return self._before[k]
+        n = self.backend.count_messages([_ANCHOR, prev], add_generation_prompt=False)
+        with self._lock:
+            self._before[k] = n
+            if len(self._before) > _BEFORE_MEMO:
+                self._before.popitem(last=False)
+        return n
+
+    def share(self, prev: dict[str, Any] | None, message: dict[str, Any]) -> int:
+        before = self._anchor if prev is None else self._count_before(prev)
+        context = [_ANCHOR] + ([prev] if prev is not None else [])
+        return self.backend.count_messages(context + [message], add_generation_prompt=False) - before
+
+    def count(self, chat: list[dict[str, Any]]) -> tuple[int, int]:
+        """(exact tokens, how many shares had to be counted now)."""
+        if not chat:
+            return 0, 0
+        keys = [_chat_key(chat[i - 1] if i else None, m) for i, m in enumerate(chat)]
+        frame_key = _chat_key("frame", chat[0])
+        known = self.store.token_cache_get_many(keys + [frame_key], self.key)
+        counted = 0
+        total = 0
+        for i, (k, m) in enumerate(zip(keys, chat, strict=True)):
+            if k not in known:
+                known[k] = self.share(chat[i - 1] if i else None, m)
+                self.store.token_cache_put(k, self.key, known[k])
+                counted += 1
+            total += known[k]
+        if frame_key not in known:
+            first = self.backend.count_messages([chat[0]], add_generation_prompt=True)
+            known[frame_key] = first - self.share(None, chat[0])
+            self.store.token_cache_put(frame_key, self.key, known[frame_key])
+        return total + known[frame_key], counted
+
+
+def context_chat(session: Session, committed: Checkpoint | None) -> list[dict[str, Any]]:
+    """What the agent sends now: the last checkpoint's system + summary, then every message
+    after its boundary (its tail included); the whole session when there is no checkpoint."""
+    if committed is None or not committed.boundary_message_id:
+        return session.to_chat()
+    ids = [m.id for m in session.messages]
+    if committed.boundary_message_id not in ids:
+        return session.to_chat()
+    after = session.messages[ids.index(committed.boundary_message_id) + 1 :]
+    summary_at = next(
+        (i for i, m in enumerate(committed.messages) if m.get("content") == committed.summary_text), None
+    )
+    prefix = committed.messages[: summary_at + 1] if summary_at is not None else []
+    return prefix + [m.to_chat() for m in after if not m.compacted]
+
+
+# ----------------------------------------------------------------------------- service
+
+
+@dataclass
+class ServiceConfig:
+    context_limit: int = DEFAULT_CONTEXT_LIMIT
+    pre_threshold: float = DEFAULT_PRE_THRESHOLD
+    rolling: bool = True
+    debounce_s: float = ROLLING_DEBOUNCE_S
+
+
+@dataclass
+class SessionState:
+    """In-memory per-session state (the store holds everything durable)."""
+
+    rolling: Checkpoint | None = None
+    rolling_base: int | None = None  # committed version the rolling summary builds on
+    rolling_job: Job | None = None
+    compact_job: Job | None = None
+    timer: asyncio.TimerHandle | None = None
+    dirty: bool = False  # turns arrived while a rolling update ran
+
+
+def offset_index_ids(session: Session, base: int) -> Session:
+    """Position-numbered ids (m00000, m00001.1, ...) continue after the `base` stored messages,
+    so an append of only the new turns does not collide with the first batch's ids."""
+    if base == 0 or session.source_format not in ("openai", "anthropic"):
+        return session
+    for m in session.messages:
+        match = INDEX_ID.fullmatch(m.id)
+        if match:
+            m.id = f"m{int(match.group(1)) + base:05d}{match.group(2) or ''}"
+    return session
+
+
+def import_messages(payload: Any, fmt: str = "auto") -> Session:
+    """Any supported transcript format, parsed JSON or raw JSONL bytes; FormatError otherwise."""
+    session = load_transcript(payload, format=fmt)
+    if not session.messages:
+        raise FormatError("no messages in the request body")
+    return session
+
+
+class CompactdService:
+    def __init__(self, store: Store, config: ServiceConfig | None = None, *, scheduler: Scheduler | None = None,
+                 metrics: Metrics | None = None):
+        self.store = store
+        self.config = config or ServiceConfig()
+        self.metrics = metrics or Metrics()
+        self.scheduler = scheduler or Scheduler()
+        self.scheduler._on_change = self._job_changed
+        self.scheduler._on_generation = self._generation_done
+        self.backend: Backend | None = None
+        self.load_error: str | None = None
+        self.counter: TokenCounter | None = None
+        self.context_counter: ContextCounter | None = None
+        self.sessions: dict[str, SessionState] = {}
+        self._persisted: set[str] = set()
+
+    # -- life cycle ----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self.scheduler.start()
+        # Jobs cut off by a previous crash are failed, never silently retried.
+        self.store.fail_interrupted_jobs()
+
+    async def stop(self) -> None:
+        for st in self.sessions.values():
+            if st.timer is not None:
+                st.timer.cancel()
+        await self.scheduler.stop()
+
+    def set_backend(self, backend: Backend) -> None:
+        """Called once the model has loaded (in the background at start-up)."""
+        self.counter = TokenCounter(backend)
+        self.context_counter = ContextCounter(backend, self.store)
+        self.backend = backend
+        self.metrics.set("compactd_model_ready", 1)
+
+    @property
+    def ready(self) -> bool:
+        return self.backend is not None
+
+    def require_backend(self) -> Backend:
+        if self.backend is None:
+            raise ModelNotReady(self.load_error or "the model is still loading")
+        return self.backend
+
+    def state(self, session_id: str) -> SessionState:
+        return self.sessions.setdefault(session_id, SessionState())
+
+    # -- sessions and counts -------------------------------------------------------------
+
+    def session_limit(self, session_id: str) -> int:
+        return self.store.session_info(session_id).context_limit or self.config.context_limit
+
+    def committed(self, session_id: str) -> tuple[int | None, Checkpoint | None]:
+        stored = self.store.latest_checkpoint(session_id)
+        if stored is None:
+            return None, None
+        return stored.version, Checkpoint.from_dict(stored.data)
+
+    async def append(self, session_id: str, payload: Any, *, fmt: str = "auto", mode: str = "append",
+                     context_limit: int | None = None) -> dict[str, Any]:
+        imported = await asyncio.to_thread(import_messages, payload, fmt)
+        self.store.create_session(session_id, context_limit=context_limit, source_format=imported.source_format,
+                                  exist_ok=True)
+        if context_limit is not None:
+            self.store.update_session(session_id, context_limit=context_limit)
+        if mode == "append":
+            offset_index_ids(imported, self.store.session_info(session_id).message_count)
+        added = await asyncio.to_thread(self.store.append_messages, session_id, imported.messages)
+        out: dict[str, Any] = {
+            "session_id": session_id, "format": imported.source_format, "received": len(imported.messages),
+            "added": len(added), "added_ids": added, "warnings": imported.warnings,
+        }
+        if self.ready:
+            status = await self.tokens(session_id)
+            out["tokens"] = status
+            self._maybe_roll(session_id, status)
+        return out
+
+    async def tokens(self, session_id: str) -> dict[str, Any]:
+        self.require_backend()
+        return await asyncio.to_thread(self._tokens_sync, session_id)
+
+    def _tokens_sync(self, session_id: str) -> dict[str, Any]:
+        assert self.context_counter is not None
+        limit = self.session_limit(session_id)
+        session = self.store.get_session(session_id)
+        version, committed = self.committed(session_id)
+        chat = context_chat(session, committed)
+        total, counted = self.context_counter.count(chat)
+        budget = make_budget(limit)
+        st = self.state(session_id)
+        return {
+            "session_id": session_id, "tokens": total, "context_limit": limit, "reserved": budget.reserved,
+            "usable": budget.usable, "overflow": total >= budget.usable,
+            "pre_threshold": int(budget.usable * self.config.pre_threshold),
+            "rolling_ready": st.rolling is not None and st.rolling_base == version,
+            "messages": len(session.messages), "context_messages": len(chat),
+            "checkpoint_version": version, "counted_now": counted,
+        }
+
+    # -- compaction ----------------------------------------------------------------------
+
+    def prune_now(self, session_id: str) -> dict[str, Any]:
+        """Prune needs no model, so it runs at once (not queued) and is stored as markers."""
+        assert self.counter is not None
+        session = self.store.get_session(session_id)
+        _version, committed = self.committed(session_id)
+        start = 0
+        if committed is not None and committed.boundary_message_id:
+            ids = [m.id for m in session.messages]
+            if committed.boundary_message_id in ids:
+                start = ids.index(committed.boundary_message_id) + 1
+        view = session.model_copy(update={"messages": [
+            m.model_copy(update={"compacted": True}) if i < start else m for i, m in enumerate(session.messages)
+        ]})
+        result = prune_tool_outputs(view, self.counter)
+        if result.committed:
+            self.store.mark_pruned(session_id, [PruneMarker(c.message_id, c.call_id, c.tokens)
+                                                for c in result.candidates])
+        return {"committed": result.committed, "freed_tokens": result.freed_tokens, "reason": result.reason}
+
+    async def submit_compaction(self, session_id: str, context_limit: int | None = None) -> tuple[Job, dict]:
+        """Prune at once, then queue the compaction in the foreground lane (or join the one
+        already queued for this session)."""
+        self.require_backend()
+        self.store.session_info(session_id)  # NotFound -> 404
+        if context_limit is not None:
+            self.store.update_session(session_id, context_limit=context_limit)
+        st = self.state(session_id)
+        if st.compact_job is not None and st.compact_job.status in (QUEUED, RUNNING):
+            return st.compact_job, {"joined": True}
+        prune = await asyncio.to_thread(self.prune_now, session_id)
+        rolling = st.rolling_job
+        if rolling is not None and rolling.status in (QUEUED, RUNNING):
+            self.scheduler.promote(rolling)  # an agent now waits on it: its next chunks run first
+        job = self.scheduler.submit("compact", lambda j: self._compact_job(j, session_id, rolling),
+                                    lane=FOREGROUND_LANE, session_id=session_id, preemptible=False)
+        st.compact_job = job
+        return job, {"prune": prune}
+
+    def _wait_for(self, job: Job, other: Job) -> None:
+        """Block this job's thread until `other` ends, staying cancellable."""
+        loop = self.scheduler.loop
+        assert loop is not None and other.future is not None
+        fut = asyncio.run_coroutine_threadsafe(asyncio.wait([other.future]), loop)
+        while True:
+            job.check()
+            try:
+                fut.result(timeout=JOB_WAIT_POLL_S)
+                return
+            except TimeoutError:
+                continue
+
+    def _compact_job(self, job: Job, session_id: str, rolling_job: Job | None) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        if rolling_job is not None and rolling_job.status in (QUEUED, RUNNING):
+            self._wait_for(job, rolling_job)  # it is about to produce the summary we would compute
+        backend = JobBackend(self.require_backend(), job, self.scheduler)
+        limit = self.session_limit(session_id)
+        session = self.store.get_session(session_id)
+        version, committed = self.committed(session_id)
+        st = self.state(session_id)
+        ids = {m.id for m in session.messages}
+        rolling = st.rolling if (st.rolling is not None and st.rolling_base == version
+                                 and st.rolling.boundary_message_id in ids) else None
+        if rolling is not None:
+            mode = "swap"
+            config = CompactionConfig(context_limit=limit, use_model=False, swap=True, priority=job.priority)
+            previous = rolling
+        else:
+            mode = "sync"
+            config = CompactionConfig(context_limit=limit, use_model=True, priority=job.priority)
+            previous = committed
+        assert self.context_counter is not None
+        context_before, _ = self.context_counter.count(context_chat(session, committed))
+        # What the agent holds is the last committed checkpoint plus what came after it.
+        result = compact(session, backend, config, previous=previous, counter=self.counter,
+                         held_tokens=context_before)
+        job.check()
+        cp = result.checkpoint
+        cp.version = (version or 0) + 1
+        cp.audit["mode"] = mode
+        cp.audit["summary_version"] = cp.version
+        if rolling is not None:
+            cp.audit["rolling_boundary"] = rolling.boundary_message_id
+        markers = [PruneMarker(m.id, p.call_id, p.compacted_tokens)
+                   for m in result.pruned_session.messages for p in m.tool_results
+                   if p.compacted_at is not None and not m.compacted]
+        if markers:
+            self.store.mark_pruned(session_id, markers)
+        audit = Audit(
+            dropped_message_ids=[d["id"] for d in cp.audit.get("dropped", [])],
+            tokens_before=cp.tokens.get("before"), tokens_after=cp.tokens.get("after"),
+            removed_by_verification=cp.verification.get("removed", []),
+            timings={**cp.timings.get("stages_ms", {}), "job_ms": round((time.perf_counter() - t0) * 1000, 1)},
+        )
+        stored = self.store.add_checkpoint(
+            session_id, cp.to_dict(), version, summary_tokens=cp.tokens.get("summary"),
+            boundary_message_id=cp.boundary_message_id, audit=audit,
+        )
+        st.rolling, st.rolling_base = None, None  # built on a version that is no longer the latest
+        took = time.perf_counter() - t0
+        self.metrics.inc("compactd_compactions_total", mode=mode)
+        self.metrics.inc("compactd_compaction_tokens_before_total", cp.tokens.get("before", 0))
+        self.metrics.inc("compactd_compaction_tokens_after_total", cp.tokens.get("after", 0))
+        self.metrics.observe("compactd_compaction_seconds", took, mode=mode)
+        return {
+            "session_id": session_id, "checkpoint_version": stored, "mode": mode,
+            "model_calls": len(cp.timings.get("model", [])), "tokens": cp.tokens,
+            "fallback": cp.verification.get("fallback", ""), "seconds": round(took, 3),
+        }
+
+    # -- rolling summaries ---------------------------------------------------------------
+
+    def _maybe_roll(self, session_id: str, status: dict[str, Any]) -> None:
+        if not self.config.rolling or status["tokens"] < status["pre_threshold"]:
+            return
+        st = self.state(session_id)
+        if st.timer is not None:
+            st.timer.cancel()
+        loop = asyncio.get_running_loop()
+        st.timer = loop.call_later(self.config.debounce_s, self._roll_due, session_id)
+
+    def _roll_due(self, session_id: str) -> None:
+        st = self.state(session_id)
+        st.timer = None
+        if st.rolling_job is not None and st.rolling_job.status in (QUEUED, RUNNING):
+            st.dirty = True
+            return
+        if st.compact_job is not None and st.compact_job.status in (QUEUED, RUNNING):
+            return  # the compaction resets the summary; the next append re-arms it
+        try:
+            job = self.scheduler.submit("rolling", lambda j: self._rolling_job(j, session_id),
+                                        lane=BACKGROUND_LANE, session_id=session_id)
+        except Overloaded:
+            self.metrics.inc("compactd_rolling_updates_total", status="skipped_overload")
+            return
+        st.rolling_job = job
+        assert job.future is not None
+        job.future.add_done_callback(lambda _f: self._rolling_ended(session_id, job))
+
+    def _rolling_ended(self, session_id: str, job: Job) -> None:
+        st = self.state(session_id)
+        if st.rolling_job is job:
+            st.rolling_job = None
+        outcome = (job.result or {}).get("status", "done") if job.status == DONE else job.status
+        self.metrics.inc("compactd_rolling_updates_total", status=outcome)
+        preempted = job.status == CANCELLED and (job.error or "").startswith("preempted")
+        if st.dirty or preempted:
+            st.dirty = False
+            st.timer = asyncio.get_running_loop().call_later(self.config.debounce_s, self._roll_due, session_id)
+
+    def _rolling_job(self, job: Job, session_id: str) -> dict[str, Any]:
+        backend = JobBackend(self.require_backend(), job, self.scheduler)
+        session = self.store.get_session(session_id)
+        version, committed = self.committed(session_id)
+        st = self.state(session_id)
+        previous = st.rolling if (st.rolling is not None and st.rolling_base == version) else committed
+        config = CompactionConfig(context_limit=self.session_limit(session_id), use_model=True,
+                                  priority=job.priority)
+        assert self.context_counter is not None
+        held, _ = self.context_counter.count(context_chat(session, committed))
+        try:
+            result = compact(session, backend, config, previous=previous, counter=self.counter, held_tokens=held)
+        except CompactionRefused as exc:
+            return {"status": "refused", "reason": str(exc)}
+        job.check()
+        if self.committed(session_id)[0] != version:
+            return {"status": "stale"}  # a compaction committed meanwhile
+        st.rolling, st.rolling_base = result.checkpoint, version
+        return {"status": "done", "boundary_message_id": result.checkpoint.boundary_message_id,
+                "model_calls": len(result.checkpoint.timings.get("model", []))}
+
+    # -- jobs, metrics -------------------------------------------------------------------
+
+    def _job_changed(self, job: Job) -> None:
+        if job.kind not in ("compact", "rolling"):
+            if job.status in (DONE, FAILED, CANCELLED):
+                self.metrics.inc("compactd_jobs_total", kind=job.kind, status=job.status)
+            return
+        try:
+            if job.id not in self._persisted:
+                self.store.create_job(job.kind, session_id=job.session_id, lane=job.lane, job_id=job.id)
+                self._persisted.add(job.id)
+            if job.status in (RUNNING, DONE, FAILED, CANCELLED):
+                if self.store.get_job(job.id).status != job.status:
+                    self.store.update_job(job.id, job.status, error=job.error,  # type: ignore[arg-type]
+                                          result=job.result if job.status == DONE else None)
+        except NotFound:
+            pass  # session unknown to the store: nothing to record
+        if job.status in (DONE, FAILED, CANCELLED):
+            self.metrics.inc("compactd_jobs_total", kind=job.kind, status=job.status)
+            self._persisted.discard(job.id)
+
+    def _generation_done(self, job: Job, stats: GenerationStats) -> None:
+        evaluated = max(0, stats.prompt_tokens - stats.cached_prompt_tokens)
+        self.metrics.inc("compactd_prompt_tokens_total", evaluated)
+        self.metrics.inc("compactd_prompt_seconds_total", stats.prompt_ms / 1000)
+        self.metrics.inc("compactd_decode_tokens_total", stats.decode_tokens)
+        self.metrics.inc("compactd_decode_seconds_total", stats.decode_ms / 1000)
+        if stats.prompt_tps:
+            self.metrics.set("compactd_prompt_tokens_per_second", round(stats.prompt_tps, 2))
+        if stats.decode_tps:
+            self.metrics.set("compactd_decode_tokens_per_second", round(stats.decode_tps, 2))
+        self.metrics.observe("compactd_time_to_first_token_seconds", stats.ttft_ms / 1000, lane=job.lane)
+
+    def job_view(self, job_id: str) -> dict[str, Any]:
+        live = self.scheduler.get(job_id)
+        if live is not None:
+            return {"id": live.id, "kind": live.kind, "lane": live.lane, "session_id": live.session_id,
+                    "status": live.status, "created": live.created, "started": live.started,
+                    "finished": live.finished, "error": live.error, "result": live.result}
+        stored = self.store.get_job(job_id)  # NotFound -> 404
+        return {"id": stored.id, "kind": stored.kind, "lane": stored.lane, "session_id": stored.session_id,
+                "status": stored.status, "created": stored.created, "started": stored.started,
+                "finished": stored.finished, "error": stored.error, "result": stored.result}
+
+    def render_metrics(self) -> str:
+        for lane in LANES:
+            self.metrics.set("compactd_queue_depth", self.scheduler.depth(lane), lane=lane)
+            self.metrics.set("compactd_jobs_running", self.scheduler.running(lane), lane=lane)
+        self.metrics.set("compactd_model_ready", 1 if self.ready else 0)
+        return self.metrics.render()
+
+    def overloaded(self, exc: Overloaded) -> None:
+        self.metrics.inc("compactd_overload_rejections_total", lane=exc.lane)
+
+
+__all__ = [
+    "CompactdService", "ContextCounter", "JobCancelled", "Metrics", "ModelNotReady", "ServiceConfig",
+    "context_chat", "import_messages", "offset_index_ids",
+]
