@@ -29,7 +29,7 @@ from .summarize import (
 )
 from .tail import TAIL_TURNS, preserve_recent_budget, select_tail
 from .tokens import Budget, TokenCounter, make_budget
-from .verify import verify_narrative
+from .verify import DoneEvidence, verify_narrative
 
 MIN_FREE_SHARE = 0.10  # a compaction that frees less than this share of usable would loop
 SUMMARY_MAX_TOKENS = 4_000  # the summary's own bound, whatever the window: keeps it from growing
@@ -222,11 +222,11 @@ def compact(
         if result.problems and not (result.narrative.goal or result.narrative.next_steps):
             fallback = "; ".join(result.problems) + ": deterministic checkpoint used"
         else:
-            done_items = [i.text for i in state.done]
+            done = done_evidence(ledger, state)
             constraints = list(getattr(ledger, "user_instructions", []) or [])
             source = result.model_input
             narrative, removals = verify_narrative(
-                result.narrative, source, done_items=done_items,
+                result.narrative, source, done=done,
                 constraints=[c if isinstance(c, str) else getattr(c, "text", str(c)) for c in constraints],
                 fallback_goal=fallback_goal,
             )
@@ -296,6 +296,20 @@ def compact(
         },
     )
     return CompactionResult(checkpoint, working, result, stage)
+
+
+def done_evidence(ledger: ledger_mod.Ledger, state: workstate_mod.WorkState) -> DoneEvidence:
+    """Finished work as the evidence shows it; only when nothing is pending does an edit or a
+    run the model proposes count as a repeat."""
+    items = [f"{i.text} {' '.join(i.evidence)}" for i in state.done]
+    settled = state.last_green is not None and not state.changed_since_green and not state.in_progress
+    if not settled:
+        return DoneEvidence(items, [], [])
+    # A removed scratch file is cleanup, not a change the runs must come after.
+    changed = [f for f in ledger.changed_files() if f.last_action != "deleted"]
+    last_change = max((f.last_seq for f in changed), default=0)
+    passed = [c.command for c in ledger.commands if c.status == "ok" and c.last_seq > last_change]
+    return DoneEvidence(items, [f.path for f in changed], passed)
 
 
 _ID_LIST = re.compile(r" ?\(([^()\s,]+(?:, [^()\s,]+)*)\)")

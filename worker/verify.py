@@ -85,6 +85,35 @@ def _matches_done(step: str, done_items: list[str]) -> str | None:
     return None
 
 
+EDIT_VERB = re.compile(r"\b(?:edit|modify|change|update|fix|patch|apply|implement|rewrite)\w*\b|修改|编辑|更新|修复", re.I)
+RUN_VERB = re.compile(r"\b(?:run|re-?run|execute|test|verify|check)\w*\b|运行|执行|测试|验证", re.I)
+
+
+@dataclass
+class DoneEvidence:
+    """What the evidence shows finished: a next step must not ask for it again."""
+
+    items: list[str]  # Done work items (request text + evidence)
+    verified_files: list[str]  # changed, then a verification passed, nothing pending
+    passed_commands: list[str]  # passed after the last edit, nothing changed since
+
+
+def _restates_done(step: str, done: DoneEvidence) -> str | None:
+    item = _matches_done(step, done.items)
+    if item:
+        return item
+    if RUN_VERB.search(step):
+        for cmd in done.passed_commands:
+            if cmd in step:
+                return f"`{cmd}` already passed after the last edit"
+    if EDIT_VERB.search(step):
+        for path in done.verified_files:
+            name = path.rsplit("/", 1)[-1]
+            if path in step or re.search(rf"(?<![\w/.-]){re.escape(name)}(?![\w-])", step):
+                return f"{path} was changed and the change verified"
+    return None
+
+
 def _flips_constraint(goal: str, constraints: list[str]) -> str | None:
     """A user 'do not X' whose specific words the goal repeats without any negation."""
     if NEGATIONS_EN.search(goal) or NEGATIONS_ZH.search(goal):
@@ -103,7 +132,7 @@ def verify_narrative(
     narrative: Narrative,
     source: str,
     *,
-    done_items: list[str],
+    done: DoneEvidence,
     constraints: list[str],
     fallback_goal: str,
 ) -> tuple[Narrative, list[Removal]]:
@@ -139,9 +168,9 @@ def verify_narrative(
     for s in narrative.next_steps:
         # A step copied from the facts carries their evidence suffix: keep only the step.
         s = re.split(r"\s+— (?:evidence|证据)\s*:", s)[0].strip()
-        done = _matches_done(s, done_items)
-        if done:
-            removed.append(Removal("next_steps", s, f"the evidence shows it done: {done!r}"))
+        finished = _restates_done(s, done)
+        if finished:
+            removed.append(Removal("next_steps", s, f"the evidence shows it done: {finished}"))
             continue
         if check("next_steps", s) and s not in steps:
             steps.append(s)

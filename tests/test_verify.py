@@ -1,0 +1,76 @@
+"""Verification of the model's narrative: invented specifics, done work, flipped constraints."""
+
+from __future__ import annotations
+
+from worker.summarize import Narrative, detect_language
+from worker.verify import DoneEvidence, claims, unsupported_claims, verify_narrative
+
+SOURCE = (
+    "[user] Fix the rounding bug in src/billing/invoice.py. Do not change the public signature of Invoice.total().\n"
+    "[tool call bash] {\"command\": \"pytest tests/test_invoice.py\"}\n"
+    "[tool result bash] E       AssertionError: assert Decimal('58.4730') == Decimal('58.47')\n"
+    "[assistant] I will call quantize_cents() instead of round()."
+)
+NOTHING_DONE = DoneEvidence([], [], [])
+
+
+def test_claims_cover_paths_identifiers_numbers_and_quotes():
+    found = claims("Edit `src/billing/money.py` so quantize_cents() returns Decimal('58.47') after 3 tries in 2024")
+    assert "src/billing/money.py" in found
+    assert "quantize_cents()" in found
+    assert "58.47" in found and "2024" in found
+
+
+def test_invented_identifier_is_removed_and_recorded():
+    n = Narrative(
+        goal="Fix the rounding bug in src/billing/invoice.py.",
+        key_decisions=[{"decision": "Use quantize_cents()", "reason": "round() uses banker's rounding"},
+                       {"decision": "Patch src/billing/tax_rules.py", "reason": "tax is wrong"}],
+        next_steps=["Run `pytest tests/test_invoice.py`", "Update CHANGELOG_v2.md"],
+    )
+    out, removed = verify_narrative(n, SOURCE, done=NOTHING_DONE, constraints=[], fallback_goal="g")
+    assert out.goal == "Fix the rounding bug in src/billing/invoice.py."  # a path is not a sentence end
+    assert [d["decision"] for d in out.key_decisions] == ["Use quantize_cents()"]
+    assert out.next_steps == ["Run `pytest tests/test_invoice.py`"]
+    reasons = {r.text: r.reason for r in removed}
+    assert "src/billing/tax_rules.py" in reasons["Patch src/billing/tax_rules.py — tax is wrong"]
+    assert "CHANGELOG_v2.md" in reasons["Update CHANGELOG_v2.md"]
+    kept = [out.goal, *out.next_steps] + [f"{d['decision']} — {d['reason']}" for d in out.key_decisions]
+    for text in kept:
+        assert unsupported_claims(text, SOURCE) == [], text
+
+
+def test_next_step_the_evidence_shows_done_is_removed():
+    done = DoneEvidence(["Fix the rounding bug evidence: `pytest tests/test_invoice.py` → 7 passed"],
+                        ["src/billing/invoice.py"], ["pytest tests/test_invoice.py"])
+    n = Narrative(goal="Fix the rounding bug.", next_steps=[
+        "Edit invoice.py to use quantize_cents()",
+        "Run pytest tests/test_invoice.py again",
+        "Ask the user whether Invoice.total() may change — evidence: no verification",
+    ])
+    out, removed = verify_narrative(n, SOURCE + " Ask the user whether", done=done, constraints=[], fallback_goal="g")
+    assert out.next_steps == ["Ask the user whether Invoice.total() may change"]
+    assert len(removed) == 2 and all("done" in r.reason for r in removed)
+
+
+def test_goal_that_flips_a_users_do_not_falls_back_to_the_users_words():
+    n = Narrative(goal="Change the public signature of Invoice.total() to fix rounding.")
+    user = "Fix the rounding bug. Do not change the public signature of Invoice.total()."
+    out, removed = verify_narrative(n, SOURCE, done=NOTHING_DONE, constraints=[user], fallback_goal=user)
+    assert out.goal == user
+    assert removed[0].section == "goal" and "contradicts" in removed[0].reason
+
+
+def test_chinese_goal_keeps_its_sentences():
+    src = "[user] 请修复 scripts/load_config.py 的启动错误。不要引入新的依赖。"
+    n = Narrative(goal="修复 scripts/load_config.py 的启动错误。不要引入新的依赖。")
+    out, removed = verify_narrative(n, src, done=NOTHING_DONE, constraints=[], fallback_goal="g")
+    assert out.goal == n.goal and removed == []
+
+
+def test_language_detection():
+    from tests.helpers import SessionBuilder
+
+    assert detect_language(SessionBuilder().user("请帮我修复这个错误：ModuleNotFoundError").build().messages) == "zh"
+    assert detect_language(SessionBuilder().user("このエラーを直してください：ModuleNotFoundError").build().messages) == "ja"
+    assert detect_language(SessionBuilder().user("Please fix ModuleNotFoundError").build().messages) == "en"
