@@ -93,6 +93,14 @@ class ChatTemplate:
         self.eos_token = eos_token
         self._template = _compile(template)
 
+    def prompt_text(self, messages: list[ChatMessage], add_generation_prompt: bool, add_bos: bool) -> str:
+        """The full prompt as the engine evaluates it: BOS first when the model wants one and
+        the template did not already emit it (as llama.cpp's tokenizer would add it)."""
+        text = self.render(messages, add_generation_prompt)
+        if add_bos and self.bos_token and not text.startswith(self.bos_token):
+            return self.bos_token + text
+        return text
+
     def render(self, messages: list[ChatMessage], add_generation_prompt: bool = True) -> str:
         try:
             return self._template.render(

@@ -56,6 +56,7 @@ def peak_rss_mb() -> float:
 
 class LlamaCppBackend:
     engine_name = "llama.cpp"
+    supports_json_schema = True  # GBNF grammar from the schema: the output always parses
 
     def __init__(
         self,
@@ -148,11 +149,7 @@ class LlamaCppBackend:
         return self.template.render(messages, add_generation_prompt)
 
     def prompt_ids(self, messages: list[ChatMessage], add_generation_prompt: bool = True) -> list[int]:
-        prefix = self.meta.bos_token if self.meta.add_bos else ""
-        text = self.render_messages(messages, add_generation_prompt)
-        if prefix and text.startswith(prefix):
-            prefix = ""  # the template already emitted BOS
-        return self.tokenize(prefix + text)
+        return self.tokenize(self.template.prompt_text(messages, add_generation_prompt, self.meta.add_bos))
 
     def count_messages(self, messages: list[ChatMessage], add_generation_prompt: bool = True) -> int:
         return len(self.prompt_ids(messages, add_generation_prompt))

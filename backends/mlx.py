@@ -171,6 +171,7 @@ class _StopMatcher:
 
 class MlxBackend:
     engine_name = "mlx"
+    supports_json_schema = False  # no grammar engine in mlx-lm: callers ask for JSON in the prompt
 
     def __init__(
         self,
@@ -284,11 +285,7 @@ class MlxBackend:
         return self.template.render(messages, add_generation_prompt)
 
     def prompt_ids(self, messages: list[ChatMessage], add_generation_prompt: bool = True) -> list[int]:
-        prefix = self.bos_token if self.add_bos else ""
-        text = self.render_messages(messages, add_generation_prompt)
-        if prefix and text.startswith(prefix):
-            prefix = ""  # the template already emitted BOS
-        return self.tokenize(prefix + text)
+        return self.tokenize(self.template.prompt_text(messages, add_generation_prompt, self.add_bos))
 
     def count_messages(self, messages: list[ChatMessage], add_generation_prompt: bool = True) -> int:
         return len(self.prompt_ids(messages, add_generation_prompt))
@@ -304,12 +301,13 @@ class MlxBackend:
         json_schema: dict[str, Any] | None = None,
         priority: int = FOREGROUND,
         isolated: bool = True,
+        cache_key: str | None = None,
         stop: list[str] | None = None,
         repeat_penalty: float = 1.0,
     ) -> Iterator[str | GenerationStats]:
-        """Stream text chunks, then one GenerationStats. `isolated` is accepted for parity with
-        llama.cpp: the KV cache is always cut back to the prefix this prompt shares with the
-        previous one, so no request sees another's state beyond that shared prefix."""
+        """Stream text chunks, then one GenerationStats. `isolated` and `cache_key` are accepted
+        for parity with llama.cpp: the one KV cache is always cut back to the prefix this prompt
+        shares with the previous one, which is both the isolation and the prefix reuse."""
         if json_schema is not None:
             raise BackendError("json_schema is not supported by the MLX backend")
         if max_tokens < 1:

@@ -175,6 +175,22 @@ def test_generate_greedy_on_cpu(backend) -> None:
 
 
 @pytest.mark.model
+def test_float32_greedy_matches_llama_cpp(backend, gguf_path: Path) -> None:
+    """Same weights (dequantized), same prompt ids, greedy: the two engines agree."""
+    pytest.importorskip("llama_cpp")
+    from backends.llama_cpp import LlamaCppBackend
+
+    llama = LlamaCppBackend(gguf_path, n_ctx=512)
+    try:
+        assert llama.prompt_ids(SHORT_CHAT) == backend.prompt_ids(SHORT_CHAT)
+        theirs, _ = collect(llama.generate(SHORT_CHAT, max_tokens=6))
+    finally:
+        llama.close()
+    ours, _ = collect(backend.generate(SHORT_CHAT, max_tokens=6))
+    assert ours == theirs
+
+
+@pytest.mark.model
 def test_generate_quantized_q4(gguf_path: Path) -> None:
     from backends.mlx import MlxBackend
 

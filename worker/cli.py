@@ -132,18 +132,40 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _count_input(path: str, fmt: str, backend, counter) -> tuple[int, str, str]:
+    """(real tokens, the text measured, what it was): a transcript is counted as the engine
+    would be sent it (chat template included), anything else as plain text."""
+    from .formats import FORMATS, FormatError, detect
+
+    text = _read_text(path)
+    if fmt == "text":
+        return backend.count(text), text, "text"
+    if fmt == "auto":
+        try:
+            fmt = detect(Path(path))
+        except FormatError:
+            return backend.count(text), text, "text"
+    if fmt not in FORMATS:
+        raise CliError(f"unknown format {fmt!r}: use auto, text or one of {', '.join(FORMATS)}")
+    session = _load_session(path, fmt)
+    chat = session.to_chat()
+    return counter.total(session), backend.render_messages(chat) if chat else "", fmt
+
+
 def cmd_count(args: argparse.Namespace) -> int:
+    from .tokens import TokenCounter
+
     backend = _load_backend(args)
+    counter = TokenCounter(backend)
     rows = []
     for path in args.files:
-        text = _read_text(path)
-        real = backend.count(text)
+        real, text, kind = _count_input(path, args.format, backend, counter)
         chars = len(text)
         nbytes = len(text.encode("utf-8"))
         chars4 = math.ceil(chars / 4)
         bytes4 = math.ceil(nbytes / 4)
         rows.append({
-            "file": path, "tokens": real, "chars": chars, "bytes": nbytes,
+            "file": path, "format": kind, "tokens": real, "chars": chars, "bytes": nbytes,
             "chars_per_4": chars4, "chars_per_4_error_pct": _signed_error(chars4, real),
             "bytes_per_4": bytes4, "bytes_per_4_error_pct": _signed_error(bytes4, real),
         })
@@ -152,7 +174,8 @@ def cmd_count(args: argparse.Namespace) -> int:
         _print_json({"model": info.model_name, "tokenizer": info.extra.get("tokenizer"), "files": rows})
         return 0
     for r in rows:
-        print(f"{r['file']}: {r['tokens']} tokens, {r['chars']} chars, {r['bytes']} bytes; "
+        kind = "" if r["format"] == "text" else f" ({r['format']} transcript, chat template included)"
+        print(f"{r['file']}{kind}: {r['tokens']} tokens, {r['chars']} chars, {r['bytes']} bytes; "
               f"chars/4 {r['chars_per_4']} ({r['chars_per_4_error_pct']:+.1f}%), "
               f"bytes/4 {r['bytes_per_4']} ({r['bytes_per_4_error_pct']:+.1f}%)")
     return 0
@@ -312,6 +335,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("count", help="exact token counts of files, with the chars/4 and bytes/4 errors")
     _model_args(p)
     p.add_argument("files", nargs="+")
+    p.add_argument("--format", default="auto",
+                   help="auto (a transcript is counted as chat, other files as text), text, or a transcript format")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_count)
 

@@ -162,7 +162,8 @@ def build_prompt(
     if facts:
         sections.append(f"<facts>\n{facts}\n</facts>")
     sections.append(
-        f"Write the JSON object with goal, key_decisions and next_steps for the conversation above, in {LANGUAGE_NAMES[lang]}."
+        f"Write the JSON object for the conversation above, in {LANGUAGE_NAMES[lang]}: "
+        '{"goal": "...", "key_decisions": [{"decision": "...", "reason": "..."}], "next_steps": ["..."]}'
     )
     return [
         {"role": "system", "content": SYSTEM_PROMPT.format(language=LANGUAGE_NAMES[lang])},
@@ -216,8 +217,13 @@ def _junk(text: str, prompt: list[dict[str, str]]) -> str | None:
 
 
 def parse_narrative(text: str) -> Narrative | None:
+    """The JSON object in `text`; without constrained decoding a model may wrap it in a code
+    fence or a sentence, so the outermost {...} is taken."""
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end < start:
+        return None
     try:
-        data = json.loads(text)
+        data = json.loads(text[start : end + 1])
     except ValueError:
         return None
     return Narrative.from_dict(data) if isinstance(data, dict) else None
@@ -256,8 +262,9 @@ def summarize_narrative(
             progress(k, len(chunks))
         prompt = build_prompt("\n\n".join(chunk), facts, current, lang)
         inputs.append(prompt[1]["content"])
+        schema = NARRATIVE_SCHEMA if getattr(backend, "supports_json_schema", True) else None
         text, st = collect(
-            backend.generate(prompt, max_tokens=max_new_tokens, temperature=0.0, json_schema=NARRATIVE_SCHEMA,
+            backend.generate(prompt, max_tokens=max_new_tokens, temperature=0.0, json_schema=schema,
                              priority=priority, isolated=True,
                              cache_key=f"{cache_key}:{k}" if cache_key else None)
         )

@@ -157,3 +157,32 @@ def require_messages(session_messages: list, what: str, warnings: list[str]) -> 
     if not session_messages:
         detail = f"; {len(warnings)} warning(s), first: {warnings[0]}" if warnings else ""
         raise FormatError(f"no importable messages found in {what} input{detail}")
+
+
+# Tool-call block shapes: Anthropic/Claude Code `tool_use` + `input`, pi `toolCall` + `arguments`.
+TOOL_CALL_BLOCKS = {"tool_use": "input", "toolCall": "arguments"}
+
+
+def assistant_parts(blocks: list[Any], names: dict[str, str], id_prefix: str, skipped: Counter[str]) -> list[Any]:
+    """Text, thinking and tool-call content blocks as session parts. `names` learns each call's
+    tool name (results refer to calls by id only); other block types are counted as skipped."""
+    from ..session import ReasoningPart, TextPart, ToolCallPart
+
+    parts: list[Any] = []
+    for b in blocks:
+        if not isinstance(b, dict):
+            continue
+        t = b.get("type")
+        if t == "text":
+            parts.append(TextPart(text=str(b.get("text", ""))))
+        elif t == "thinking":
+            parts.append(ReasoningPart(text=str(b.get("thinking", ""))))
+        elif t in TOOL_CALL_BLOCKS:
+            cid = str(b.get("id") or f"{id_prefix}_{len(parts)}")
+            names[cid] = str(b.get("name") or "")
+            args = b.get(TOOL_CALL_BLOCKS[t])
+            parts.append(ToolCallPart(id=cid, name=names[cid], arguments=args if isinstance(args, (dict, str)) else {}))
+        else:
+            # redacted_thinking is opaque; server tool blocks have no local result.
+            skipped[f"block:{t}"] += 1
+    return parts

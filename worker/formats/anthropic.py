@@ -13,8 +13,17 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from ..session import Message, ReasoningPart, Session, TextPart, ToolCallPart, ToolResultPart, message_id
-from ._common import FormatError, Source, block_text, finish_skips, load_input, require_messages, source_name
+from ..session import Message, Session, TextPart, ToolResultPart, message_id
+from ._common import (
+    FormatError,
+    Source,
+    assistant_parts,
+    block_text,
+    finish_skips,
+    load_input,
+    require_messages,
+    source_name,
+)
 
 ANTHROPIC_ONLY_BLOCKS = ("tool_use", "tool_result", "thinking", "redacted_thinking")
 
@@ -59,21 +68,7 @@ def load_messages(
             out.append(Message(id=base, role="system", parts=[TextPart(text=block_text(raw.get("content")))]))
             continue
         if role == "assistant":
-            parts: list[Any] = []
-            for b in _blocks(raw.get("content")):
-                t = b.get("type")
-                if t == "text":
-                    parts.append(TextPart(text=str(b.get("text", ""))))
-                elif t == "thinking":
-                    parts.append(ReasoningPart(text=str(b.get("thinking", ""))))
-                elif t == "tool_use":
-                    cid = str(b.get("id") or f"toolu_{i}_{len(parts)}")
-                    names[cid] = str(b.get("name") or "")
-                    args = b.get("input")
-                    parts.append(ToolCallPart(id=cid, name=names[cid], arguments=args if isinstance(args, (dict, str)) else {}))
-                else:
-                    # redacted_thinking is opaque; server tool blocks have no local result.
-                    skipped[f"block:{t}"] += 1
+            parts = assistant_parts(_blocks(raw.get("content")), names, f"toolu_{i}", skipped)
             out.append(Message(id=base, role="assistant", parts=parts))
             continue
         # user: tool results first (each its own tool message), then any text

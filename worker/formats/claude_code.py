@@ -15,8 +15,17 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from ..session import Message, ReasoningPart, Session, TextPart, ToolCallPart, ToolResultPart, message_id
-from ._common import INJECTED, Source, block_text, finish_skips, load_records, require_messages, source_name
+from ..session import Message, Session, TextPart, ToolResultPart, message_id
+from ._common import (
+    INJECTED,
+    Source,
+    assistant_parts,
+    block_text,
+    finish_skips,
+    load_records,
+    require_messages,
+    source_name,
+)
 
 SUMMARY_PREFIX = "This session is being continued from a previous conversation"
 # Record types that hold no conversation content (UI progress, file snapshots, titles, hooks).
@@ -71,20 +80,7 @@ def load(src: Source) -> Session:
         uid = str(rec.get("uuid") or message_id(n, "line"))
         ts = rec.get("timestamp")
         if rtype == "assistant":
-            parts: list[Any] = []
-            for b in _blocks(msg.get("content")):
-                t = b.get("type")
-                if t == "text":
-                    parts.append(TextPart(text=str(b.get("text", ""))))
-                elif t == "thinking":
-                    parts.append(ReasoningPart(text=str(b.get("thinking", ""))))
-                elif t == "tool_use":
-                    cid = str(b.get("id") or f"toolu_{uid}")
-                    names[cid] = str(b.get("name") or "")
-                    args = b.get("input")
-                    parts.append(ToolCallPart(id=cid, name=names[cid], arguments=args if isinstance(args, (dict, str)) else {}))
-                else:
-                    skipped[f"block:{t}"] += 1
+            parts = assistant_parts(_blocks(msg.get("content")), names, f"toolu_{uid}", skipped)
             api_id = msg.get("id")
             prev = out[-1] if out else None
             if prev is not None and prev.role == "assistant" and api_id and prev.meta.get("api_id") == api_id:

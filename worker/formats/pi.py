@@ -18,8 +18,17 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from ..session import Message, ReasoningPart, Session, TextPart, ToolCallPart, ToolResultPart, message_id
-from ._common import INJECTED, Source, block_text, finish_skips, load_records, require_messages, source_name
+from ..session import Message, Session, TextPart, ToolResultPart, message_id
+from ._common import (
+    INJECTED,
+    Source,
+    assistant_parts,
+    block_text,
+    finish_skips,
+    load_records,
+    require_messages,
+    source_name,
+)
 
 # pi's own wording for a compaction summary sent to the model (core/messages.ts).
 SUMMARY_PREFIX = "The conversation history before this point was compacted into the following summary:"
@@ -131,22 +140,8 @@ def _message(raw: dict[str, Any], eid: str, ts: Any, names: dict[str, str], n: i
     if role == "user":
         return Message(id=eid, role="user", parts=[TextPart(text=block_text(content))], timestamp=ts)
     if role == "assistant":
-        parts: list[Any] = []
-        for b in content if isinstance(content, list) else [{"type": "text", "text": str(content or "")}]:
-            if not isinstance(b, dict):
-                continue
-            t = b.get("type")
-            if t == "text":
-                parts.append(TextPart(text=str(b.get("text", ""))))
-            elif t == "thinking":
-                parts.append(ReasoningPart(text=str(b.get("thinking", ""))))
-            elif t == "toolCall":
-                cid = str(b.get("id") or f"call_{eid}_{len(parts)}")
-                names[cid] = str(b.get("name") or "")
-                args = b.get("arguments")
-                parts.append(ToolCallPart(id=cid, name=names[cid], arguments=args if isinstance(args, (dict, str)) else {}))
-            else:
-                skipped[f"block:{t}"] += 1
+        blocks = content if isinstance(content, list) else [{"type": "text", "text": str(content or "")}]
+        parts = assistant_parts(blocks, names, f"call_{eid}", skipped)
         meta = {k: raw[k] for k in ("model", "stopReason", "errorMessage") if raw.get(k)}
         return Message(id=eid, role="assistant", parts=parts, timestamp=ts, meta=meta)
     if role == "toolResult":

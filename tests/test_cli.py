@@ -1,0 +1,73 @@
+"""The CLI's happy paths on the bundled fixtures (counting needs no weights; compaction here
+runs deterministic-only so the JSON shape is checked quickly — the model path is in
+test_pipeline_model.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from worker.cli import main
+from worker.formats import load
+from worker.tokens import TokenCounter
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+SWE = FIXTURES / "sweagent_marshmallow-code__marshmallow-1867.function_calling_replace_from_source.traj"
+MODEL = "qwen2.5-coder-0.5b"
+
+
+def run_json(capsys, *argv):
+    code = main(list(argv))
+    out = capsys.readouterr().out
+    assert code == 0
+    return json.loads(out)
+
+
+def test_count_transcript_counts_the_chat_exactly(capsys, llama_backend):
+    data = run_json(capsys, "count", "--model", MODEL, "--json", str(SWE))
+    row = data["files"][0]
+    assert row["format"] == "swe_agent"
+    assert row["tokens"] == TokenCounter(llama_backend).total(load(SWE))
+    text_row = run_json(capsys, "count", "--model", MODEL, "--json", "--format", "text", str(SWE))["files"][0]
+    assert text_row["format"] == "text" and text_row["tokens"] != row["tokens"]
+
+
+def test_inspect_reports_the_import(capsys):
+    data = run_json(capsys, "inspect", "--model", MODEL, "--json", str(SWE))
+    assert data["tokens"] > 5000
+    assert data["tool_calls"] == 13
+
+
+def test_compact_json_has_every_documented_key(capsys, tmp_path):
+    out = tmp_path / "cp.json"
+    assert main(["compact", "--model", MODEL, "--no-model", "--quiet", "--context-limit", "12000",
+                 "--json", "--out", str(out), str(SWE)]) == 0
+    data = json.loads(out.read_text())
+    for key in ("summary", "ledger", "checkpoint_messages", "tokens", "timings", "verification"):
+        assert key in data
+    assert set(data["tokens"]) >= {"before", "after", "summary", "tail"}
+    assert isinstance(data["verification"]["removed"], list)
+    assert data["tokens"]["after"] < data["tokens"]["before"]
+    assert data["checkpoint_messages"][1]["content"].startswith("[CONTEXT COMPACTION")
+
+
+def test_compact_text_output_ends_with_a_timings_line(capsys):
+    assert main(["compact", "--model", MODEL, "--no-model", "--quiet", "--context-limit", "12000", str(SWE)]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[0] == "===== system ====="
+    assert out[-1].startswith("tokens ") and "total" in out[-1]
+
+
+def test_models_lists_bundled_weights_with_sources(capsys):
+    rows = run_json(capsys, "models", "--json")
+    names = {r["name"]: r for r in rows}
+    assert names["qwen2.5-coder-1.5b"]["default"] is True
+    assert "Qwen" in names["qwen2.5-coder-0.5b"]["source"] and names["qwen2.5-coder-0.5b"]["license"] == "Apache-2.0"
+
+
+@pytest.mark.model
+def test_info_describes_the_engine(capsys):
+    data = run_json(capsys, "info", "--model", MODEL, "--json")
+    assert data["engine"] == "llama.cpp" and data["architecture"] == "qwen2" and data["vocab_size"] == 151936
