@@ -1,0 +1,130 @@
+"""Summarizer logic: chunk folding never cuts a message, junk output falls back.
+
+A scripted backend stands in for the model here only to drive the control flow (what happens
+on an echo or on a repeated line); the real model runs in test_pipeline_model.py."""
+
+from __future__ import annotations
+
+import json
+
+from backends.base import GenerationStats
+from tests.helpers import SessionBuilder
+from worker.pipeline import CompactionConfig, compact
+from worker.summarize import chunk_blocks, narrative_lines, summarize_narrative
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+def test_chunks_keep_every_line_in_order_within_budget():
+    blocks = [f"[user] message {i} " + "word " * (i * 7) for i in range(12)]
+    blocks.append("\n".join(f"line {k} " + "x " * 9 for k in range(40)))  # bigger than the budget
+    chunks = chunk_blocks(blocks, budget=60, count=words)
+    assert len(chunks) > 1
+    for chunk in chunks:
+        assert sum(words(b) + 1 for b in chunk) <= 60 or len(chunk) == 1
+    joined_lines = [ln for chunk in chunks for piece in chunk for ln in piece.splitlines()]
+    assert joined_lines == [ln for b in blocks for ln in b.splitlines()]
+
+
+def test_narrative_shows_calls_with_arguments_and_one_line_per_result():
+    b = SessionBuilder().user("fix it")
+    b.tool("bash", {"command": "pytest -x"}, "E   AssertionError: 1 == 2\n" + "noise\n" * 500, is_error=True)
+    blocks = narrative_lines(b.build().messages)
+    text = "\n".join(blocks)
+    assert '[tool call bash] {"command": "pytest -x"}' in text
+    assert "ERROR: E   AssertionError: 1 == 2 (+500 lines)" in text
+    assert "noise\nnoise" not in text
+
+
+class ScriptedBackend:
+    """Counts with a word split and answers with a fixed script: enough to drive the summarizer's
+    control flow, nothing more."""
+
+    supports_json_schema = True
+
+    def __init__(self, replies: list[str]):
+        self.replies = list(replies)
+        self.prompts: list[list[dict]] = []
+
+    def tokenize(self, text: str) -> list[int]:
+        return list(range(words(text)))
+
+    def count(self, text: str) -> int:
+        return words(text)
+
+    def render_messages(self, messages, add_generation_prompt=True) -> str:
+        return "\n".join(f"<{m['role']}> {m.get('content') or ''}" for m in messages)
+
+    def count_messages(self, messages, add_generation_prompt=True) -> int:
+        return words(self.render_messages(messages)) + 3 * len(messages)
+
+    def generate(self, messages, *, max_tokens, temperature=0.0, json_schema=None, priority=0,
+                 isolated=True, cache_key=None):
+        self.prompts.append(messages)
+        yield self.replies.pop(0)
+        yield GenerationStats(prompt_tokens=self.count_messages(messages), decode_tokens=5)
+
+    def info(self):
+        from backends.base import ModelInfo
+
+        return ModelInfo("scripted", "0", "scripted", "-", "none", "none", 4096, 100, 4096)
+
+    def close(self) -> None:
+        pass
+
+
+def big_session():
+    b = SessionBuilder().system("sys").user("Fix src/app.py so the tests pass.")
+    for k in range(6):
+        b.tool("bash", {"command": f"make step{k}"}, "ok\n" + "log line here\n" * 400)
+    b.user("Then update the docs.")
+    b.assistant("Working on it.")
+    return b.build()
+
+
+def test_echoed_prompt_falls_back_to_the_deterministic_checkpoint():
+    backend = ScriptedBackend(["You write part of a handoff note for a coding agent <conversation> ..."])
+    cp = compact(big_session(), backend, CompactionConfig(context_limit=4000, reserved=500)).checkpoint
+    assert "echoed its prompt" in cp.verification["fallback"]
+    assert cp.sections["Goal"].startswith("Fix src/app.py")  # the user's own words, not junk
+    assert "<conversation>" not in cp.summary_text
+
+
+def test_repeated_lines_are_junk():
+    looping = json.dumps({"goal": "g", "key_decisions": [], "next_steps": ["do the same thing again"] * 4})
+    backend = ScriptedBackend([looping])
+    cp = compact(big_session(), backend, CompactionConfig(context_limit=4000, reserved=500)).checkpoint
+    assert "repeated itself" in cp.verification["fallback"]
+
+
+def test_update_sends_previous_summary_and_only_new_messages():
+    first = ScriptedBackend([json.dumps({"goal": "Fix src/app.py", "key_decisions": [], "next_steps": []})])
+    session = big_session()
+    cp1 = compact(session, first, CompactionConfig(context_limit=4000, reserved=500)).checkpoint
+    more = SessionBuilder("s2")
+    for k in range(6, 12):
+        more.tool("bash", {"command": f"make later{k}"}, "ok\n" + "log line here\n" * 400)
+    more.user("And the changelog.")
+    for m in more.build().messages:
+        session.messages.append(m.model_copy(update={"id": "new-" + m.id}))
+    second = ScriptedBackend([json.dumps({"goal": "Fix src/app.py", "key_decisions": [], "next_steps": []})])
+    compact(session, second, CompactionConfig(context_limit=4000, reserved=500), previous=cp1)
+    prompt = second.prompts[0][1]["content"]
+    assert "<previous-summary>" in prompt and "Fix src/app.py" in prompt
+    conversation = prompt.split("<conversation>")[1].split("</conversation>")[0]
+    boundary = [m.id for m in session.messages].index(cp1.boundary_message_id)
+    summarized_calls = [c.arguments["command"] for m in session.messages[: boundary + 1] for c in m.tool_calls]
+    assert '"make later6"' in conversation
+    assert summarized_calls and not any(f'"{c}"' in conversation for c in summarized_calls)
+    assert "Then update the docs." in conversation  # the previous tail is summarized now
+
+
+def test_summarize_reports_chunks():
+    backend = ScriptedBackend([json.dumps({"goal": "a", "key_decisions": [], "next_steps": []})] * 20)
+    session = big_session()
+    result = summarize_narrative(backend, session.messages, facts="", previous=None, lang="en", window=1400,
+                                 max_new_tokens=100)
+    assert result.chunks == len(backend.prompts) >= 1
+    assert result.narrative.goal == "a"
