@@ -47,7 +47,7 @@ from .scheduler import (
     Scheduler,
 )
 from .session import Session
-from .store import Audit, NotFound, PruneMarker, Store
+from .store import INTERRUPTED, Audit, NotFound, PruneMarker, Store
 from .tokens import TokenCounter, make_budget
 
 DEFAULT_CONTEXT_LIMIT = 32_768  # same default as `compactd compact`
@@ -292,11 +292,30 @@ def offset_index_ids(session: Session, base: int) -> Session:
 
 
 def import_messages(payload: Any, fmt: str = "auto") -> Session:
-    """Any supported transcript format, parsed JSON or raw JSONL bytes; FormatError otherwise."""
+    """Any supported transcript format, parsed JSON or raw JSONL bytes; FormatError otherwise.
+    A JSON string body is refused: the importers read a str that is not JSON as a file path,
+    and a request must never make the server read its own files."""
+    if not isinstance(payload, (list, dict, bytes)):
+        raise FormatError(f"expected a JSON array or object of messages (or JSONL), got {type(payload).__name__}")
+    if isinstance(payload, list) and not payload:
+        raise FormatError("no messages in the request body")
     session = load_transcript(payload, format=fmt)
     if not session.messages:
         raise FormatError("no messages in the request body")
     return session
+
+
+def check_fits(cp: Checkpoint) -> None:
+    """A checkpoint larger than the usable context would overflow the agent's very next
+    request: refuse it (409) rather than store it. The pipeline sizes the tail by a floor
+    (tail.TAIL_MIN_TOKENS) that a small context limit cannot hold."""
+    after, usable = cp.tokens.get("after", 0), cp.budget.get("usable", 0)
+    if usable and after > usable:
+        raise CompactionRefused(
+            f"the checkpoint would hold {after} tokens (recent tail {cp.tokens.get('tail', 0)}, summary "
+            f"{cp.tokens.get('summary', 0)}) but the context limit {cp.budget.get('context_limit')} leaves only "
+            f"{usable} usable: raise context_limit"
+        )
 
 
 class CompactdService:
@@ -319,8 +338,11 @@ class CompactdService:
 
     async def start(self) -> None:
         await self.scheduler.start()
-        # Jobs cut off by a previous crash are failed, never silently retried.
+        # Jobs cut off by a previous crash are failed, never silently retried. Queued ones too:
+        # the scheduler's queue lived in memory, so nothing would ever run them.
         self.store.fail_interrupted_jobs()
+        for stale in self.store.list_jobs(status="queued"):
+            self.store.update_job(stale.id, FAILED, error=INTERRUPTED)
 
     async def stop(self) -> None:
         for st in self.sessions.values():
@@ -480,6 +502,7 @@ class CompactdService:
                          held_tokens=context_before)
         job.check()
         cp = result.checkpoint
+        check_fits(cp)
         cp.version = (version or 0) + 1
         cp.audit["mode"] = mode
         cp.audit["summary_version"] = cp.version
@@ -557,13 +580,18 @@ class CompactdService:
         session = self.store.get_session(session_id)
         version, committed = self.committed(session_id)
         st = self.state(session_id)
-        previous = st.rolling if (st.rolling is not None and st.rolling_base == version) else committed
+        # Every rolling update re-anchors on the committed checkpoint: the summarizer prompt then
+        # starts with the same instructions + previous summary + a conversation that only grows,
+        # so the engine's per-session KV prefix (cache_key) evaluates just the new turns, and the
+        # narrative never drifts through a chain of summaries of summaries.
+        previous = committed
         config = CompactionConfig(context_limit=self.session_limit(session_id), use_model=True,
                                   priority=job.priority)
         assert self.context_counter is not None
         held, _ = self.context_counter.count(context_chat(session, committed))
         try:
             result = compact(session, backend, config, previous=previous, counter=self.counter, held_tokens=held)
+            check_fits(result.checkpoint)
         except CompactionRefused as exc:
             return {"status": "refused", "reason": str(exc)}
         job.check()
