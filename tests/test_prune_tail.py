@@ -136,3 +136,15 @@ def test_appending_one_message_counts_only_that_message(counter, monkeypatch):
     session.messages.append(session.messages[1].model_copy(update={"id": "new"}))
     counter.per_message(session)
     assert len(calls) <= 2  # the new message (and its neighbour context), nothing else
+
+
+def test_context_limit_smaller_than_the_tail_is_refused(llama_backend):
+    from worker.pipeline import CompactionConfig, CompactionRefused, compact
+
+    b = SessionBuilder().user("first request")
+    b.tool("read_file", {"path": "a.py"}, big_output(1, 300))
+    b.user("second request")
+    b.tool("read_file", {"path": "b.py"}, big_output(2, 70))  # the tail alone: ~1.5k tokens
+    session = b.build()
+    with pytest.raises(CompactionRefused, match="raise the context limit"):
+        compact(session, llama_backend, CompactionConfig(context_limit=1_200, reserved=100, use_model=False))

@@ -255,6 +255,13 @@ def compact(
         m.to_chat() for m in tail_msgs if not m.compacted
     ]
     after = counter.messages(checkpoint_messages)
+    if after > budget.usable:
+        # The tail has a floor (TAIL_MIN_TOKENS) that a tiny context cannot hold: storing this
+        # checkpoint would overflow the agent's very next request.
+        raise CompactionRefused(
+            f"the checkpoint would hold {after} tokens (tail {tail.tail_tokens}, summary {summary_tokens}) "
+            f"but context limit {budget.context_limit} leaves only {budget.usable} usable: raise the context limit"
+        )
     stage["checkpoint_ms"] = (time.perf_counter() - t) * 1000
     stage["total_ms"] = (time.perf_counter() - t_all) * 1000
 
