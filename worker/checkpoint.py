@@ -50,9 +50,10 @@ def label(section: str, lang: str) -> str:
     return SECTION_LABELS.get(lang, {}).get(section, section)
 
 
-def render_summary(sections: dict[str, str], lang: str) -> str:
-    prefix = REFERENCE_PREFIX.get(lang, REFERENCE_PREFIX["en"])
-    out = [prefix, ""]
+def render_summary(sections: dict[str, str], lang: str, *, reference_prefix: bool = True) -> str:
+    """The summary as the agent sees it; without the prefix it is the summarizer's facts
+    block (a model shown the prefix copies its advice into next steps)."""
+    out = [REFERENCE_PREFIX.get(lang, REFERENCE_PREFIX["en"]), ""] if reference_prefix else []
     for name in SECTIONS:
         body = (sections.get(name) or "").strip() or NONE.get(lang, NONE["en"])
         out.append(f"## {label(name, lang)}\n{body}\n")

@@ -213,7 +213,7 @@ def compact(
         say(f"summarizing {len(head)} messages with the model")
         ids = {m.id for m in session.messages}
         result = summarize_narrative(
-            backend, head, facts=strip_message_ids(render_summary(sections, lang), ids),
+            backend, head, facts=strip_message_ids(render_summary(sections, lang, reference_prefix=False), ids),
             previous=previous_for_model, lang=lang,
             window=window, max_new_tokens=config.max_new_tokens, priority=config.priority,
             cache_key=session.id if config.prefix_cache else None,

@@ -56,9 +56,17 @@ DEFAULT_HOST = "127.0.0.1"
 # mlx_lm.server 8080, vLLM and llama-cpp-python 8000, Jupyter 8888, Gradio 7860, Open WebUI 3000.
 DEFAULT_PORT = 7433
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024  # a long transcript with tool outputs fits; a runaway upload does not
+# 32 MiB at 1 MiB/s with room to spare; a client that stalls mid-upload gets a 408, not a held task.
+DEFAULT_BODY_TIMEOUT_S = 60.0
+# Request line and headers are a few hundred bytes: a connection that has not sent them by
+# then is idle or a slowloris, and is closed (uvicorn alone waits forever).
+DEFAULT_HEADER_TIMEOUT_S = 15.0
 DEFAULT_CHAT_MAX_TOKENS = 1024  # when a request names no max_tokens (and the context allows it)
 DISCONNECT_POLL_S = 0.25  # how often a waiting request checks whether its client went away
 LOOPBACK_NAMES = ("localhost",)
+# Far above any model's window (10M tokens exist), far below SQLite's 64-bit INTEGER: a bigger
+# value is a client bug, answered 400 rather than overflowing the store (500).
+MAX_CONTEXT_LIMIT = 1_000_000_000
 EXIT_USAGE = 2  # as cli.EXIT_USAGE
 
 
@@ -122,6 +130,8 @@ class Settings:
     pre_threshold: float = DEFAULT_PRE_THRESHOLD
     queue_size: int = MAX_QUEUE_DEPTH
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S
+    header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
     rolling: bool = True
     log_level: str = "info"
 
@@ -325,11 +335,12 @@ def _usage(stats: GenerationStats) -> dict[str, Any]:
 
 
 class BodyLimitMiddleware:
-    """413 for a body over the limit: by Content-Length up front, else by reading it here
-    (a chunked upload) and replaying it to the app, which then never sees an oversized body."""
+    """413 for a body over the limit: by Content-Length up front, else while reading it here;
+    408 for a body not received within `timeout_s`. The body is read here and replayed to the
+    app, which then never sees an oversized body nor waits on a stalled upload."""
 
-    def __init__(self, app: Any, max_bytes: int):
-        self.app, self.max_bytes = app, max_bytes
+    def __init__(self, app: Any, max_bytes: int, timeout_s: float = DEFAULT_BODY_TIMEOUT_S):
+        self.app, self.max_bytes, self.timeout_s = app, max_bytes, timeout_s
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         if scope["type"] != "http":
@@ -337,14 +348,19 @@ class BodyLimitMiddleware:
         too_big = ApiError(413, "body_too_large",
                            f"request body exceeds the limit of {self.max_bytes} bytes (--max-body-bytes)")
         declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None and declared.isdigit():
-            if int(declared) > self.max_bytes:
-                return await _send_error(send, too_big)
-            return await self.app(scope, receive, send)  # the server enforces the declared length
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            return await _send_error(send, too_big)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout_s
         chunks: list[bytes] = []
         seen = 0
         while True:
-            message = await receive()
+            try:
+                message = await asyncio.wait_for(receive(), timeout=max(0.0, deadline - loop.time()))
+            except asyncio.TimeoutError:
+                return await _send_error(send, ApiError(
+                    408, "request_timeout", f"request body not received within {self.timeout_s:g}s",
+                    headers={"Connection": "close"}))
             if message["type"] != "http.request":
                 return  # the client went away before finishing its upload
             seen += len(message.get("body", b""))
@@ -381,6 +397,60 @@ class ApiKeyMiddleware:
                                                     "(Authorization: Bearer KEY)", "authentication_error",
                                                     {"WWW-Authenticate": "Bearer"}))
         await self.app(scope, receive, send)
+
+
+def header_timeout_protocol(timeout_s: float) -> type:
+    """uvicorn's h11 protocol with a deadline on each request's line and headers: uvicorn
+    waits forever on a connection that sends nothing, or half a request line (a slowloris);
+    this one closes it after `timeout_s`. The body has its own deadline (BodyLimitMiddleware)."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeaderTimeoutProtocol(H11Protocol):
+        _header_timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._arm()
+
+        def on_response_complete(self) -> None:
+            self._arm()  # a kept-alive connection's next request gets the same deadline
+            super().on_response_complete()
+
+        def handle_events(self) -> None:
+            super().handle_events()
+            if self.cycle is not None and not self.cycle.response_complete:
+                self._disarm()  # this request's headers are in
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._header_timer = self.loop.call_later(timeout_s, self._expire)
+
+        def _disarm(self) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+                self._header_timer = None
+
+        def _expire(self) -> None:
+            self._header_timer = None
+            idle = self.cycle is None or self.cycle.response_complete
+            if idle and not self.transport.is_closing():
+                self.transport.close()
+
+    return HeaderTimeoutProtocol
+
+
+def uvicorn_config(app: Any, settings: Settings, **overrides: Any) -> Any:
+    """The uvicorn config `compactd serve` runs with (tests start real servers with it too)."""
+    import uvicorn
+
+    options: dict[str, Any] = {"host": settings.host, "port": settings.port, "log_level": settings.log_level,
+                               "lifespan": "on", "timeout_graceful_shutdown": 10,
+                               "http": header_timeout_protocol(settings.header_timeout_s)}
+    return uvicorn.Config(app, **{**options, **overrides})
 
 
 async def _send_error(send: Callable, err: ApiError) -> None:
@@ -498,6 +568,8 @@ def create_app(
             return json.loads(raw)
         except (UnicodeDecodeError, ValueError):
             raise ApiError(400, "invalid_json", "request body is not valid JSON") from None
+        except RecursionError:
+            raise ApiError(400, "invalid_json", "request body is nested too deeply to parse") from None
 
     # -- health and metrics ----------------------------------------------------------
 
@@ -526,7 +598,7 @@ def create_app(
         mode: Literal["append", "sync"] = Query(
             "append", description="append: the body holds new messages only (position-numbered ids continue "
                                   "after the stored ones); sync: the body is the whole transcript so far"),
-        context_limit: int | None = Query(None, ge=256, description="the agent model's context window"),
+        context_limit: int | None = Query(None, ge=256, le=MAX_CONTEXT_LIMIT, description="the agent model's context window"),
     ) -> Any:
         payload = await json_body(request)
         return await service.append(session_id, payload, fmt=format, mode=mode, context_limit=context_limit)
@@ -546,7 +618,7 @@ def create_app(
     async def compact_session(
         session_id: str, request: Request,
         wait: bool = Query(True, description="wait for the checkpoint; false: 202 with a job to poll"),
-        context_limit: int | None = Query(None, ge=256),
+        context_limit: int | None = Query(None, ge=256, le=MAX_CONTEXT_LIMIT),
     ) -> Any:
         job, extra = await service.submit_compaction(session_id, context_limit)
         if not wait:
@@ -737,7 +809,7 @@ def create_app(
     # Outermost first: the size limit applies before authentication reads anything.
     if settings.api_key:
         app.add_middleware(ApiKeyMiddleware, api_key=settings.api_key)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes, timeout_s=settings.body_timeout_s)
     return app
 
 
@@ -776,6 +848,8 @@ def add_service_commands(sub: Any) -> None:
     p.add_argument("--queue-size", type=int, default=int(_env("QUEUE_SIZE", MAX_QUEUE_DEPTH)),
                    help="waiting jobs per lane before 429")
     p.add_argument("--max-body-bytes", type=int, default=int(_env("MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES)))
+    p.add_argument("--body-timeout", type=float, default=float(_env("BODY_TIMEOUT", DEFAULT_BODY_TIMEOUT_S)),
+                   help="seconds a client has to send a request body (408 after)")
     p.add_argument("--no-rolling", action="store_true", default=not _env_bool("ROLLING", True),
                    help="no background rolling summaries")
     p.add_argument("--log-level", default=_env("LOG_LEVEL", "info"),
@@ -798,12 +872,15 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         raise ValueError(f"--pre-threshold must be between 0 and 1, got {args.pre_threshold}")
     if args.queue_size < 1 or args.max_body_bytes < 1024:
         raise ValueError("--queue-size must be >= 1 and --max-body-bytes >= 1024")
+    if not args.body_timeout > 0:
+        raise ValueError(f"--body-timeout must be > 0, got {args.body_timeout}")
     check_bind(args.host, args.api_key)
     return Settings(
         host=args.host, port=args.port, model=args.model, engine=args.engine, engine_url=args.engine_url,
         ctx=args.ctx, threads=args.threads, tokenizer=args.tokenizer, db=args.db, api_key=args.api_key,
         context_limit=args.context_limit, pre_threshold=args.pre_threshold, queue_size=args.queue_size,
-        max_body_bytes=args.max_body_bytes, rolling=not args.no_rolling, log_level=args.log_level,
+        max_body_bytes=args.max_body_bytes, body_timeout_s=args.body_timeout, rolling=not args.no_rolling,
+        log_level=args.log_level,
     )
 
 
@@ -814,18 +891,33 @@ def _usage_error(message: str) -> int:
     return EXIT_USAGE
 
 
+def preflight(settings: Settings) -> None:
+    """What would otherwise only show later as a 503 fails the start instead (one line, exit 2):
+    a missing, truncated or corrupt model file, and a database that cannot be opened. (Weights
+    that pass the header and size checks but fail in llama.cpp still load in the background,
+    and /health reports that error.)"""
+    if settings.engine != "openai":
+        from backends.models import resolve
+
+        resolved = resolve(settings.model)
+        if resolved.kind == "gguf":
+            from backends.gguf_meta import read_meta
+
+            read_meta(resolved.path)  # header, vocabulary, tensor extents: a cut file shows here
+    Store(settings.db).close()
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     try:
         settings = settings_from_args(args)
-    except ValueError as exc:
+        preflight(settings)
+    except (ValueError, BackendError, StoreError) as exc:
         return _usage_error(str(exc))
     import uvicorn
 
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = create_app(settings)
-    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=settings.log_level,
-                            lifespan="on", timeout_graceful_shutdown=10)
-    server = uvicorn.Server(config)
+    server = uvicorn.Server(uvicorn_config(app, settings))
     # uvicorn re-raises SIGTERM once its graceful shutdown is done; a requested stop of a
     # service is a clean exit, so the re-raised signal lands here and run() returns (exit 0).
     signal.signal(signal.SIGTERM, lambda _sig, _frame: None)

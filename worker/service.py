@@ -305,19 +305,6 @@ def import_messages(payload: Any, fmt: str = "auto") -> Session:
     return session
 
 
-def check_fits(cp: Checkpoint) -> None:
-    """A checkpoint larger than the usable context would overflow the agent's very next
-    request: refuse it (409) rather than store it. The pipeline sizes the tail by a floor
-    (tail.TAIL_MIN_TOKENS) that a small context limit cannot hold."""
-    after, usable = cp.tokens.get("after", 0), cp.budget.get("usable", 0)
-    if usable and after > usable:
-        raise CompactionRefused(
-            f"the checkpoint would hold {after} tokens (recent tail {cp.tokens.get('tail', 0)}, summary "
-            f"{cp.tokens.get('summary', 0)}) but the context limit {cp.budget.get('context_limit')} leaves only "
-            f"{usable} usable: raise context_limit"
-        )
-
-
 class CompactdService:
     def __init__(self, store: Store, config: ServiceConfig | None = None, *, scheduler: Scheduler | None = None,
                  metrics: Metrics | None = None):
@@ -502,7 +489,6 @@ class CompactdService:
                          held_tokens=context_before)
         job.check()
         cp = result.checkpoint
-        check_fits(cp)
         cp.version = (version or 0) + 1
         cp.audit["mode"] = mode
         cp.audit["summary_version"] = cp.version
@@ -591,7 +577,6 @@ class CompactdService:
         held, _ = self.context_counter.count(context_chat(session, committed))
         try:
             result = compact(session, backend, config, previous=previous, counter=self.counter, held_tokens=held)
-            check_fits(result.checkpoint)
         except CompactionRefused as exc:
             return {"status": "refused", "reason": str(exc)}
         job.check()

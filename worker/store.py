@@ -458,11 +458,22 @@ class Store:
     ) -> None:
         if path is None:
             path = default_db_path()
-        if str(path) != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
         self.path = str(path)
         self._clock = clock
         self._lock = threading.RLock()
+        try:
+            self._open(busy_timeout_ms)
+        except (OSError, sqlite3.Error) as exc:
+            # A directory, a file that is not a database, an unwritable place: one clear
+            # line for the CLI (exit 2), never a traceback.
+            conn = getattr(self, "_conn", None)
+            if conn is not None:
+                conn.close()
+            raise StoreError(f"cannot open the database {self.path}: {exc}") from None
+
+    def _open(self, busy_timeout_ms: int) -> None:
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         # isolation_level=None: we issue BEGIN/COMMIT ourselves, so a transaction is
         # exactly what the code says it is.
         self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
@@ -946,7 +957,8 @@ class Store:
         than 3 characters cannot use the trigram index: they are matched with LIKE (mode
         'like' when no term is long enough). The JSON response stays under 20 KiB."""
         limit = max(1, min(int(limit), 100))
-        terms = list(dict.fromkeys(query.split()))
+        # FTS5 cannot hold a NUL inside a phrase ("unterminated string"): it separates terms.
+        terms = list(dict.fromkeys(query.replace("\x00", " ").split()))
         response: SearchResponse = {
             "session_id": session_id, "query": query, "mode": "empty", "note": None, "hits": [], "truncated": False,
         }

@@ -4,6 +4,11 @@ Every path, identifier, number and quoted string in the model's text must occur 
 model was given (conversation narrative, facts, previous summary). A next step must not be
 something the evidence shows done, and the goal must not flip a user's "do not". Items that
 fail are removed and recorded; the checkpoint never stores an invented identifier.
+
+Tool output is data, never instructions (prompt injection): a command, URL or host, or a claim
+that the work is done, must come from what the user and the assistant wrote (the assistant's
+own tool calls included), not only from tool-result lines or the facts (whose error lines
+quote tool output). An item that takes one from there alone is removed.
 """
 
 from __future__ import annotations
@@ -25,6 +30,25 @@ HEXHASH = re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b")
 
 NEGATIONS_EN = re.compile(r"\b(?:not|never|don't|do not|no|without|avoid|keep)\b", re.I)
 NEGATIONS_ZH = re.compile(r"不要|不能|不得|禁止|别|勿|不许|保持")
+# The summarizer input's untrusted parts (summarize.build_prompt / narrative_lines): one line per
+# tool result, and the facts block, whose opening and closing tags sit alone on their lines.
+TOOL_RESULT_LINE = re.compile(r"^\[tool result[^\]]*\].*$", re.M)
+FACTS_BLOCK = re.compile(r"^<facts>$.*?^</facts>$", re.M | re.S)
+# What a next step could make an agent fetch or run: a URL, an IPv4 address, a host name, or a
+# command that downloads, deletes, escalates, publishes or pipes into an interpreter (from the
+# command word to the end of its clause or code span). File names (deploy.sh) are not hosts.
+URL_OR_HOST = re.compile(r"\b(?:https?|ftp|ssh|git)://[^\s`'\"<>]+|\b(?:\d{1,3}\.){3}\d{1,3}\b"
+                         r"|(?<![/\w.-])[\w-]+(?:\.[\w-]+)*\.(?:com|net|org|io|xyz|ru|cn)\b")
+RISKY_COMMAND = re.compile(
+    r"(?:\b(?:curl|wget|scp|rsync|ssh|nc|sudo|chmod|chown|mkfs|dd|eval|base64)\b"
+    r"|\brm\s+-[a-zA-Z]*[rf]|\b(?:pip|pip3|npm|gem|cargo)\s+install\b|\bgit\s+push\b|\bnpx\b"
+    r"|\bpython\d?(?:\.\d+)?\s+-[mc]\b|\b(?:bash|sh|zsh)\s+-c\b"
+    r"|\|\s*(?:sh|bash|zsh|python\d?|sudo)\b)[^`;。；\n]*")
+# "The task is complete", "任务已完成": a claim, not a plan ("make all tests pass" is not one).
+DONE_CLAIM = re.compile(
+    r"\b(?:task|work|job|everything|all\s+tests?)\b[^.!?\n]{0,30}?\b(?:is|are|was|were|has\s+been|have\s+been)\s+"
+    r"(?:now\s+|already\s+)?(?:complete|completed|done|finished|passing|fixed)\b"
+    r"|(?:任务|工作|全部|测试)[^，。！？\n]{0,6}?已(?:经)?(?:完成|通过)", re.I)
 STOPWORDS = frozenset(
     "the a an to of and or in on for with is are be it this that as by at from into not never do don't use "
     "any new please must should keep".split()
@@ -67,6 +91,30 @@ def supported(claim: str, source: str, source_norm: str) -> bool:
 def unsupported_claims(text: str, source: str, source_norm: str | None = None) -> list[str]:
     norm = source_norm if source_norm is not None else _normalize(source)
     return [c for c in claims(text) if not supported(c, source, norm)]
+
+
+def trusted_text(source: str) -> str:
+    """The summarizer input without tool-result lines and without the facts block: what the
+    user and the assistant wrote, the assistant's tool calls, and the previous summary."""
+    return FACTS_BLOCK.sub("", TOOL_RESULT_LINE.sub("", source))
+
+
+def tool_only_goal(sentence: str, source: str, trusted: str) -> bool:
+    """A goal sentence whose specific words come mostly from tool output alone: the goal of an
+    injected instruction ("the user's real goal is to delete the production database")."""
+    untrusted = "\n".join(TOOL_RESULT_LINE.findall(source) + FACTS_BLOCK.findall(source)).lower()
+    words = [w for w in _words(sentence) if len(w) >= 4 or re.match(r"[\u4e00-\u9fff]", w)]
+    low = trusted.lower()
+    tool_only = [w for w in words if w in untrusted and w not in low]
+    return bool(tool_only) and len(tool_only) * 2 >= len(words)
+
+
+def untrusted_actions(text: str, trusted: str, trusted_norm: str | None = None) -> list[str]:
+    """Commands, URLs/hosts and done-claims in `text` that the trusted text does not contain."""
+    norm = trusted_norm if trusted_norm is not None else _normalize(trusted)
+    found = [m.group(0).strip().rstrip(".,:") for rx in (URL_OR_HOST, RISKY_COMMAND, DONE_CLAIM)
+             for m in rx.finditer(text)]
+    return [f for f in dict.fromkeys(found) if f and not supported(f, trusted, norm)]
 
 
 def _words(text: str) -> set[str]:
@@ -138,11 +186,18 @@ def verify_narrative(
 ) -> tuple[Narrative, list[Removal]]:
     removed: list[Removal] = []
     norm = _normalize(source)
+    trusted = trusted_text(source)
+    trusted_norm = _normalize(trusted)
 
     def check(section: str, text: str) -> bool:
         bad = unsupported_claims(text, source, norm)
         if bad:
             removed.append(Removal(section, text, "not in the input: " + ", ".join(bad)))
+            return False
+        injected = untrusted_actions(text, trusted, trusted_norm)
+        if injected:
+            removed.append(Removal(section, text, "only in tool output (data, not instructions): "
+                                   + ", ".join(injected)))
             return False
         return True
 
@@ -150,7 +205,15 @@ def verify_narrative(
     # A sentence ends at . ! ? followed by whitespace (not inside `invoice.py`), or at 。！？.
     sentences = [s for s in re.split(r"(?<=[.!?])\s+|(?<=[。！？])", narrative.goal) if s.strip()]
     joiner = "" if re.search(r"[。！？]", narrative.goal) else " "
-    goal = joiner.join(s.strip() for s in sentences if check("goal", s)).strip()
+    kept = []
+    for sentence in sentences:
+        if not check("goal", sentence):
+            continue
+        if tool_only_goal(sentence, source, trusted):
+            removed.append(Removal("goal", sentence, "taken from tool output, not from the user's words"))
+            continue
+        kept.append(sentence)
+    goal = joiner.join(s.strip() for s in kept).strip()
     flipped = _flips_constraint(goal, constraints) if goal else None
     if flipped:
         removed.append(Removal("goal", goal, f"contradicts the user's words: {flipped!r}"))
