@@ -19,13 +19,9 @@ Vocabularies:
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import hashlib
 import json
 import math
-import os
-import platform
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -33,9 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks._common import machine_info
 from worker import estimate as est
 
-REPO = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(__file__).resolve().parent / "data"
 
 # File-name prefix -> language; "mixed" = our agent-conversation snippets (Chinese + code).
@@ -268,23 +264,6 @@ def fit_vocab(files: list[CorpusFile], parts: dict[str, str], count: Counter) ->
 
 
 # --- output ----------------------------------------------------------------------------
-
-
-def machine_info() -> dict[str, Any]:
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=10, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        commit = None
-    return {
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "python": platform.python_version(),
-        "cpu_count": os.cpu_count(),
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "git_commit": commit,
-    }
 
 
 def plot(result: dict[str, Any], path: Path) -> None:
