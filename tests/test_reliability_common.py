@@ -13,14 +13,12 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from tests.test_server_fakes import free_port, wait_until
-from worker.server import Settings, uvicorn_config
+from tests.test_server_fakes import ServerThread, free_port, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 LOOPBACK = "127.0.0.1"
@@ -61,28 +59,8 @@ def record(name: str, figures: dict[str, Any]) -> None:
         (Path(OUT_DIR) / f"{name}.json").write_text(json.dumps(figures, ensure_ascii=False, indent=2) + "\n")
 
 
-class LoopbackServer:
-    """An app on a real uvicorn (the config `compactd serve` uses) on 127.0.0.1, in a thread."""
-
-    def __init__(self, app: Any, settings: Settings | None = None):
-        import uvicorn
-
-        self.port = free_port()
-        self.url = f"http://{LOOPBACK}:{self.port}"
-        base = settings or Settings()
-        config = uvicorn_config(app, base, host=LOOPBACK, port=self.port, log_level="warning")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, name="uvicorn-reliability", daemon=True)
-
-    def __enter__(self) -> LoopbackServer:
-        self.thread.start()
-        if not wait_until(lambda: self.server.started, timeout=20):
-            raise RuntimeError("uvicorn did not start")
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=20)
+# The app on a real uvicorn (the config `compactd serve` uses) on 127.0.0.1, in a thread.
+LoopbackServer = ServerThread
 
 
 class ServeProcess:

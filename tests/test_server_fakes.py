@@ -140,14 +140,17 @@ def openai_messages(session) -> list[dict[str, Any]]:
 
 
 class ServerThread:
-    """A real uvicorn server for an app, on 127.0.0.1 and a free port, in a thread."""
+    """A real uvicorn server for an app, on 127.0.0.1 and a free port, in a thread, with the
+    config `compactd serve` uses (its header and body deadlines included)."""
 
-    def __init__(self, app: Any):
+    def __init__(self, app: Any, settings: Any = None):
         import uvicorn
+
+        from worker.server import Settings, uvicorn_config
 
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on")
+        config = uvicorn_config(app, settings or Settings(), host="127.0.0.1", port=self.port, log_level="warning")
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, name="uvicorn-test", daemon=True)
 
