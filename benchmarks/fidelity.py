@@ -828,8 +828,13 @@ def plot(result: dict[str, Any], path: Path) -> None:
     ax.legend(fontsize=8)
     metrics = ("invented_identifiers", "pending_called_done", "over_budget")
     xs = range(len(metrics))
+    top = max([agg[method][m] for method in METHODS for m in metrics] + [1])
     for k, method in enumerate(METHODS):
-        ax2.bar([x + (k - 1) * width for x in xs], [agg[method][m] for m in metrics], width, label=method)
+        vals = [agg[method][m] for m in metrics]
+        bars = ax2.bar([x + (k - 1) * width for x in xs], vals, width, label=method)
+        for bar, v in zip(bars, vals, strict=True):
+            ax2.text(bar.get_x() + bar.get_width() / 2, v + top * 0.02, str(v), ha="center", fontsize=8)
+    ax2.set_ylim(0, top * 1.25)
     ax2.set_xticks(list(xs), ["invented\nidentifiers", "pending work\ncalled done", "over summary\nbudget"], fontsize=8)
     ax2.set_title("errors (counts, all inputs)")
     fig.suptitle(f"compactd fidelity — {result['machine']['cpu_model']}, {result['machine']['date'][:10]}, "

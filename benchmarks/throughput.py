@@ -731,8 +731,8 @@ def plot(result: dict[str, Any], path: Path) -> None:
     ax.bar([x - 0.2 for x in xs], vals["raw"], 0.4, label="raw llama-cpp-python")
     ax.bar([x + 0.2 for x in xs], vals["compactd"], 0.4, label="compactd summarize call")
     ax.set_xticks(list(xs), [m[1] for m in metrics])
-    ax.set_title(f"same prompt ({result['summarize_vs_raw']['prompt_tokens']} tok), {result['summarize_vs_raw']['model']}, "
-                 "best of reps")
+    ax.set_title(f"same prompt ({result['summarize_vs_raw']['prompt_tokens']} tok), "
+                 f"{result['summarize_vs_raw']['model']}\nbest of reps: compactd vs raw llama-cpp-python", fontsize=10)
     ax.legend(fontsize=8)
     fig.suptitle(f"compactd throughput — {result['machine']['cpu_model']}, {N_THREADS} threads, "
                  f"{result['machine']['date'][:10]}, {result['machine']['git_commit_short']}", fontsize=10)
