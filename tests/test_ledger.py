@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from worker.formats.openai import load_messages
+from tests.helpers import Builder, swe_messages
 from worker.ledger import (
     MAX_COMMANDS,
     MAX_FILES,
@@ -22,10 +22,8 @@ from worker.ledger import (
     run_key,
     shell_file_actions,
 )
-from worker.session import Message, TextPart, ToolCallPart, ToolResultPart
 
 FIXTURES = Path(__file__).parent / "fixtures"
-SWE = FIXTURES / "sweagent_marshmallow-code__marshmallow-1867.function_calling_replace_from_source.traj"
 CC = FIXTURES / "cc-spotter_8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl"
 PI = FIXTURES / "pi_large-session.jsonl"
 
@@ -50,37 +48,6 @@ FAILED tests/test_money.py::test_round - AssertionError: assert Decimal('58.4730
 PYTEST_PASS = "tests/test_money.py ...                                                  [100%]\n3 passed in 0.04s\n"
 E_LINE = "E       AssertionError: assert Decimal('58.4730') == Decimal('58.47')"
 
-
-class Builder:
-    """Hand-built sessions: user text, tool calls paired with their results."""
-
-    def __init__(self) -> None:
-        self.messages: list[Message] = []
-
-    def _id(self) -> str:
-        return f"m{len(self.messages):05d}"
-
-    def user(self, text: str) -> str:
-        mid = self._id()
-        self.messages.append(Message(id=mid, role="user", parts=[TextPart(text=text)]))
-        return mid
-
-    def call(self, name: str, args: dict, output: str = "", is_error: bool = False) -> str:
-        """Append the call and its result; returns the result's message id."""
-        cid = f"call_{len(self.messages)}"
-        self.messages.append(Message(id=self._id(), role="assistant",
-                                     parts=[ToolCallPart(id=cid, name=name, arguments=args)]))
-        rid = self._id()
-        self.messages.append(Message(id=rid, role="tool", parts=[
-            ToolResultPart(call_id=cid, name=name, output=output, is_error=is_error)]))
-        return rid
-
-    def bash(self, command: str, output: str = "", is_error: bool = False) -> str:
-        return self.call("bash", {"command": command}, output, is_error)
-
-
-def swe_messages() -> list[Message]:
-    return load_messages(json.loads(SWE.read_text())["history"]).messages
 
 
 # ---------------------------------------------------------------------------- SWE-agent trace

@@ -9,50 +9,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worker.formats.openai import load_messages
+from tests.helpers import Builder, swe_messages
 from worker.ledger import extract_ledger
-from worker.session import Message, TextPart, ToolCallPart, ToolResultPart
+from worker.session import Message
 from worker.workstate import WorkState, derive_work_state, render_markdown
 
 FIXTURES = Path(__file__).parent / "fixtures"
-SWE = FIXTURES / "sweagent_marshmallow-code__marshmallow-1867.function_calling_replace_from_source.traj"
 PI = FIXTURES / "pi_large-session.jsonl"
-
-
-class Builder:
-    def __init__(self) -> None:
-        self.messages: list[Message] = []
-
-    def _id(self) -> str:
-        return f"m{len(self.messages):05d}"
-
-    def user(self, text: str) -> str:
-        mid = self._id()
-        self.messages.append(Message(id=mid, role="user", parts=[TextPart(text=text)]))
-        return mid
-
-    def call(self, name: str, args: dict, output: str = "", is_error: bool = False) -> str:
-        cid = f"call_{len(self.messages)}"
-        self.messages.append(Message(id=self._id(), role="assistant",
-                                     parts=[ToolCallPart(id=cid, name=name, arguments=args)]))
-        rid = self._id()
-        self.messages.append(Message(id=rid, role="tool", parts=[
-            ToolResultPart(call_id=cid, name=name, output=output, is_error=is_error)]))
-        return rid
-
-    def bash(self, command: str, output: str = "", is_error: bool = False) -> str:
-        return self.call("bash", {"command": command}, output, is_error)
-
-    def edit(self, path: str) -> str:
-        return self.call("Edit", {"file_path": path, "old_string": "a", "new_string": "b"}, "ok")
 
 
 def state_of(messages: list[Message]) -> WorkState:
     return derive_work_state(messages, extract_ledger(messages))
 
-
-def swe_messages() -> list[Message]:
-    return load_messages(json.loads(SWE.read_text())["history"]).messages
 
 
 def test_swe_trace_done_with_reproduce_evidence():
