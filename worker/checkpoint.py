@@ -70,7 +70,8 @@ def split_markdown_sections(markdown: str) -> dict[str, str]:
 
 def shrink_bullets(body: str, keep: int) -> str:
     """Keep the first `keep` bullets at each list level (items are ranked, most important
-    first) and say how many went; headings and plain lines stay."""
+    first) and say how many went; headings and plain lines stay. An indented line (a sub-bullet,
+    a `  >` quote) belongs to the bullet above it and goes with it."""
     out: list[str] = []
     top_seen = 0
     sub_seen = 0
@@ -83,6 +84,12 @@ def shrink_bullets(body: str, keep: int) -> str:
             out.append(f"  - … {dropped_sub} more not shown (search the history for them)")
             dropped_sub = 0
 
+    def flush_top() -> None:
+        nonlocal dropped_top
+        if dropped_top:
+            out.append(f"- … {dropped_top} more not shown (search the history for them)")
+            dropped_top = 0
+
     for line in body.splitlines():
         if line.startswith("- "):
             flush_sub()
@@ -92,21 +99,25 @@ def shrink_bullets(body: str, keep: int) -> str:
                 dropped_top += 1
                 continue
             out.append(line)
-        elif line.startswith("  - ") or line.startswith("    "):
+        elif line.startswith(" ") and top_seen:
             if top_seen > keep:
                 continue
-            sub_seen += 1
-            if sub_seen > keep:
-                dropped_sub += 1
-                continue
+            if line.startswith("  - "):
+                sub_seen += 1
+                if sub_seen > keep:
+                    dropped_sub += 1
+                    continue
+            elif sub_seen > keep:
+                continue  # the continuation of a dropped sub-bullet
             out.append(line)
         else:
             flush_sub()
-            top_seen = 0 if line.startswith("#") else top_seen
+            if line.startswith("#"):  # a new list (### Done, ### In Progress): its own count
+                flush_top()
+                top_seen = 0
             out.append(line)
     flush_sub()
-    if dropped_top:
-        out.append(f"- … {dropped_top} more not shown (search the history for them)")
+    flush_top()
     return "\n".join(out)
 
 
