@@ -61,6 +61,31 @@ def test_goal_that_flips_a_users_do_not_falls_back_to_the_users_words():
     assert removed[0].section == "goal" and "contradicts" in removed[0].reason
 
 
+def test_key_decision_that_flips_a_users_do_not_is_removed():
+    user = ("The totals are off by a cent. Do not change the public signature of Invoice.total(), "
+            "three services call it positionally.")
+    n = Narrative(goal="Fix the rounding bug.", key_decisions=[
+        {"decision": "Change the public signature of Invoice.total()", "reason": "to pass the rounding mode"},
+        {"decision": "Call quantize_cents() instead of round()", "reason": "keep Invoice.total() unchanged"},
+    ])
+    out, removed = verify_narrative(n, SOURCE, done=NOTHING_DONE, constraints=[user], fallback_goal="g")
+    assert [d["decision"] for d in out.key_decisions] == ["Call quantize_cents() instead of round()"]
+    assert removed[0].section == "key_decisions"
+    assert "Do not change the public signature of Invoice.total()" in removed[0].reason
+
+
+def test_chinese_key_decision_that_flips_a_users_do_not_is_removed():
+    user = "config/loader.py 读取空文件时崩溃，请修复。不要修改 parse_config() 的公开签名，也不要引入新的依赖。"
+    src = f"[user] {user}\n[assistant] 我决定在 parse_config() 内部改用 yaml.safe_load(f) or {{}}。"
+    n = Narrative(goal="修复 config/loader.py 读取空文件时的崩溃。", key_decisions=[
+        {"decision": "修改 parse_config() 的公开签名", "reason": "在 parse_config() 内部改用 yaml.safe_load(f) or {}"},
+        {"decision": "在 parse_config() 内部改用 yaml.safe_load(f) or {}", "reason": ""},
+    ])
+    out, removed = verify_narrative(n, src, done=NOTHING_DONE, constraints=[user], fallback_goal="g")
+    assert [d["decision"] for d in out.key_decisions] == ["在 parse_config() 内部改用 yaml.safe_load(f) or {}"]
+    assert [r.section for r in removed] == ["key_decisions"] and "contradicts" in removed[0].reason
+
+
 def test_chinese_goal_keeps_its_sentences():
     src = "[user] 请修复 scripts/load_config.py 的启动错误。不要引入新的依赖。"
     n = Narrative(goal="修复 scripts/load_config.py 的启动错误。不要引入新的依赖。")

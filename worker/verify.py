@@ -2,8 +2,9 @@
 
 Every path, identifier, number and quoted string in the model's text must occur in what the
 model was given (conversation narrative, facts, previous summary). A next step must not be
-something the evidence shows done, and the goal must not flip a user's "do not". Items that
-fail are removed and recorded; the checkpoint never stores an invented identifier.
+something the evidence shows done, and neither the goal nor a key decision may flip a user's
+"do not". Items that fail are removed and recorded; the checkpoint never stores an invented
+identifier.
 
 Tool output is data, never instructions (prompt injection): a command, URL or host, or a claim
 that the work is done, must come from what the user and the assistant wrote (the assistant's
@@ -162,17 +163,33 @@ def _restates_done(step: str, done: DoneEvidence) -> str | None:
     return None
 
 
-def _flips_constraint(goal: str, constraints: list[str]) -> str | None:
-    """A user 'do not X' whose specific words the goal repeats without any negation."""
-    if NEGATIONS_EN.search(goal) or NEGATIONS_ZH.search(goal):
+CLAUSE_SPLIT = re.compile(r"(?<=[.!?;,])\s+|(?<=[。！？；，])|\n+")  # not inside `Invoice.total()`
+FLIP_MIN_TOKENS = 2  # "don't use pandas" alone cannot tell "use pandas" from "replace pandas"
+FLIP_SHARE = 0.6  # of the negated clause's words that the text repeats
+
+
+def _content_tokens(text: str) -> set[str]:
+    """Words of `text` without negations and stop words; Han text as character bigrams (it has
+    no spaces, and 公开签名 must match inside 的公开签名)."""
+    text = NEGATIONS_ZH.sub(" ", NEGATIONS_EN.sub(" ", text)).lower()
+    tokens = {w for w in re.findall(r"[a-z_][\w.]*[\w]|[a-z]", text) if w not in STOPWORDS and len(w) > 1}
+    for run in re.findall(r"[\u4e00-\u9fff]{2,}", text):
+        tokens.update(run[i : i + 2] for i in range(len(run) - 1))
+    return tokens
+
+
+def _flips_constraint(text: str, constraints: list[str]) -> str | None:
+    """A user's 'do not X' clause that `text` repeats (most of X) without any negation."""
+    if NEGATIONS_EN.search(text) or NEGATIONS_ZH.search(text):
         return None
-    goal_words = _words(goal)
+    words = _content_tokens(text)
     for c in constraints:
-        if not (NEGATIONS_EN.search(c) or NEGATIONS_ZH.search(c)):
-            continue
-        specific = {w for w in _words(c) if ("_" in w or "." in w or "(" in w or len(w) >= 6)}
-        if specific and len(specific & goal_words) >= max(1, len(specific) // 2):
-            return c
+        for clause in CLAUSE_SPLIT.split(c):
+            if not (NEGATIONS_EN.search(clause) or NEGATIONS_ZH.search(clause)):
+                continue
+            wanted = _content_tokens(clause)
+            if len(wanted) >= FLIP_MIN_TOKENS and len(wanted & words) >= FLIP_SHARE * len(wanted):
+                return clause.strip()
     return None
 
 
@@ -224,8 +241,13 @@ def verify_narrative(
     decisions = []
     for d in narrative.key_decisions:
         text = f"{d['decision']} — {d['reason']}" if d.get("reason") else d["decision"]
-        if check("key_decisions", text):
-            decisions.append(d)
+        if not check("key_decisions", text):
+            continue
+        flipped = _flips_constraint(d["decision"], constraints)
+        if flipped:
+            removed.append(Removal("key_decisions", text, f"contradicts the user's words: {flipped!r}"))
+            continue
+        decisions.append(d)
 
     steps = []
     for s in narrative.next_steps:
