@@ -10,7 +10,7 @@ import json
 from backends.base import GenerationStats
 from tests.helpers import SessionBuilder
 from worker.pipeline import CompactionConfig, compact
-from worker.summarize import chunk_blocks, narrative_lines, summarize_narrative
+from worker.summarize import _junk, chunk_blocks, narrative_lines, summarize_narrative
 
 
 def words(text: str) -> int:
@@ -97,6 +97,18 @@ def test_repeated_lines_are_junk():
     backend = ScriptedBackend([looping])
     cp = compact(big_session(), backend, CompactionConfig(context_limit=4000, reserved=500)).checkpoint
     assert "repeated itself" in cp.verification["fallback"]
+
+
+def test_a_step_named_three_times_in_a_real_answer_is_not_junk():
+    # The 0.5B's answer on the cc-spotter trace, which the first version of the check threw away.
+    answer = json.dumps({
+        "goal": "Work on bead spotter-fum. Run bd show spotter-fum to see the issue details and bd ready "
+                "to find available subtasks. Start with the first ready task.",
+        "key_decisions": [{"decision": "Update issue: spotter-fum.1", "reason": "Claim spotter-fum.1"},
+                          {"decision": "Find ready subtasks", "reason": "Find ready subtasks"}],
+        "next_steps": ["Start exploring the codebase.", "Claim spotter-fum.1", "Find ready subtasks"]})
+    assert _junk(answer, []) is None
+    assert _junk(json.dumps({"goal": "g", "next_steps": ["do the same thing again"] * 4}), []) is not None
 
 
 def test_update_sends_previous_summary_and_only_new_messages():

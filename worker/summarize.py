@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +33,10 @@ ARGUMENT_VALUE_MAX_CHARS = 1200
 RESULT_GIST_CHARS = 200
 # Room left in the window for the chat template and safety.
 WINDOW_MARGIN = 64
+REPEAT_JUNK_COUNT = 3
+# A looping model fills its output with one line; a decision whose reason is also a next step
+# ("Find ready subtasks" three times in 400 characters) is redundant, not junk.
+REPEAT_JUNK_SHARE = 0.3
 
 NARRATIVE_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -211,8 +216,10 @@ def _junk(text: str, prompt: list[dict[str, str]]) -> str | None:
     if SYSTEM_PROMPT.split("\n")[0][:60] in stripped or "<conversation>" in stripped:
         return "the model echoed its prompt"
     lines = [ln.strip() for ln in re.split(r"[\n\"]", stripped) if len(ln.strip()) > 12]
-    if lines and max(lines.count(x) for x in set(lines)) >= 3:
-        return "the model repeated itself"
+    if lines:
+        line, n = Counter(lines).most_common(1)[0]
+        if n >= REPEAT_JUNK_COUNT and n * len(line) >= REPEAT_JUNK_SHARE * len(stripped):
+            return "the model repeated itself"
     return None
 
 
