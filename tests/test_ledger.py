@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from worker.ledger import (
     error_lines,
     extract_ledger,
     find_tallies,
+    is_chitchat,
     looks_like_path,
     render_markdown,
     run_key,
@@ -252,6 +254,36 @@ def test_user_instructions_newest_first_within_budget():
     long.user("START " + "y" * 5000 + " END")
     u = extract_ledger(long.messages).user_instructions[0]
     assert u.cut and u.text.startswith("START ") and u.text.endswith(" END") and "chars cut …]" in u.text
+
+
+def test_long_user_message_keeps_its_opening_its_end_and_its_rules():
+    brief = swe_messages()[1].text  # SWE-agent's 3.8k-char task brief
+    u = extract_ledger(swe_messages()[:2]).user_instructions[0]
+    assert u.cut and len(u.text) <= 2200 and "chars cut …]" in u.text
+    assert u.text.startswith(brief[:200]) and u.text.endswith("bash-$")
+    for rule in ("YOU SHOULD ALWAYS INCLUDE EXACTLY ONE TOOL CALL", "you cannot use any interactive session commands",
+                 "make sure to insert appropriate indentation", "Always start by trying to replicate the bug"):
+        assert rule in u.text
+    # Every cut is marked with its size (a cut blank line needs no marker): kept + cut = the original.
+    cuts = sum(int(n) for n in re.findall(r"\[… (\d+) chars cut …\]", u.text))
+    kept = re.sub(r"\[… \d+ chars cut …\]\n?", "", u.text)
+    assert 0 <= len(brief.strip()) - len(kept) - cuts <= 4
+
+
+@pytest.mark.parametrize("text, chitchat", [
+    ("Thanks. What is still open?", True),
+    ("好的，明天继续。", True),
+    ("Great, thanks!", True),
+    ("跑一下全部测试。", False),  # short, but an instruction
+    ("好的，请修改并运行测试。", False),
+    ("Good, now fix the tests", False),
+    ("Can you fix the bug?", False),
+])
+def test_chit_chat_is_not_a_user_instruction(text, chitchat):
+    b = Builder()
+    b.user(text)
+    assert is_chitchat(text) is chitchat
+    assert (extract_ledger(b.messages).user_instructions == []) is chitchat
 
 
 # ---------------------------------------------------------------------------- carrying across compactions

@@ -163,3 +163,52 @@ def test_pi_trace_last_request_is_not_done():
     assert [i.text for i in state.in_progress][:1] == ["yeah, do it all"]
     assert "yeah, do it all" not in [i.text for i in state.done]
     assert any("error TS2305" in i.text for i in state.blocked)
+
+
+def test_documentation_edit_is_done_once_the_user_moves_on():
+    b = Builder()
+    b.user("add a note on empty config files to README.md")
+    readme = b.edit("README.md")
+    b.user("now make the port configurable")
+    b.edit("src/config.py")
+    state = state_of(b.messages)
+    assert [i.text for i in state.done] == ["add a note on empty config files to README.md"]
+    assert state.done[0].evidence == [f"edited `README.md` ({readme}); documentation, no run checks it"]
+    assert [i.text for i in state.in_progress] == ["now make the port configurable"]
+    b = Builder()
+    b.user("add a CHANGELOG entry")
+    b.edit("CHANGELOG.md")
+    assert state_of(b.messages).done == []  # it may still be being written
+    b.user("Thanks!")
+    assert [i.text for i in state_of(b.messages).done] == ["add a CHANGELOG entry"]
+
+
+def test_chit_chat_is_not_a_request():
+    b = Builder()
+    b.user("make test_round pass")
+    b.edit("src/money.py")
+    b.user("Thanks. What is still open?")
+    b.user("好的，明天继续。")
+    state = state_of(b.messages)
+    # The edit is still unverified: the real request stays In Progress, the chit-chat is no item.
+    assert [i.text for i in state.in_progress] == ["make test_round pass"]
+    assert state.unverified == [] and state.done == []
+
+
+def test_green_unrelated_test_is_no_evidence_for_one_still_failing():
+    b = Builder()
+    b.user("tests/test_discounts.py fails, please fix it")
+    b.bash("pytest tests/test_discounts.py", "E  TypeError: unsupported operand\n1 failed in 0.1s", True)
+    b.edit("src/discounts.py")
+    failing = b.bash("pytest tests/test_discounts.py", "E  AssertionError: assert 9.99 == 10\n1 failed in 0.1s", True)
+    b.user("leave that for now; add a regression test to tests/test_invoice.py")
+    b.edit("tests/test_invoice.py")
+    green = b.bash("pytest tests/test_invoice.py", "13 passed in 0.2s")
+    state = state_of(b.messages)
+    assert [(i.text, i.evidence) for i in state.done] == [
+        ("leave that for now; add a regression test to tests/test_invoice.py",
+         [f"`pytest tests/test_invoice.py` → `13 passed in 0.2s` ({green})"])]
+    assert [i.text for i in state.in_progress] == ["tests/test_discounts.py fails, please fix it"]
+    assert f"({failing})" in state.in_progress[0].evidence[-1]
+    b.bash("pytest", "20 passed in 0.4s")  # a broader run covers the failed one
+    assert [i.text for i in state_of(b.messages).done][-1] == "tests/test_discounts.py fails, please fix it"

@@ -47,6 +47,10 @@ RENDER_MAX_COMMANDS = 10  # Critical Context shows the newest runs only
 RENDER_MAX_RESOLVED = 5  # resolved errors are context, not work: a few are enough
 
 CUT_MARKER = "[… {n} chars cut …]"
+# A line of a user's message that states a rule: kept when a long message is cut.
+RULE_LINE_RE = re.compile(
+    r"\b(?:do not|don't|never|must|cannot|can't|always|should(?:n't| not)?|only|make sure|avoid|keep|without|important)\b"
+    r"|不要|不能|不得|禁止|必须|务必|只能|保持|不许|勿|一定要", re.IGNORECASE)
 
 # ---------------------------------------------------------------------------- tool names
 # Lower-cased tool names across agents (Claude Code, pi, Codex, SWE-agent, OpenHands, Cursor).
@@ -160,6 +164,17 @@ READ_COMMANDS = {"cat", "head", "tail", "less", "more", "bat", "nl", "wc"}
 OPTION_WITH_VALUE = {"-n", "-c", "--lines", "--bytes"}  # head/tail options that take a value
 # User text that is a harness command, not an instruction (e.g. pi's bare `/mode`).
 SLASH_COMMAND_RE = re.compile(r"^/[\w:-]+\s*$")
+CHITCHAT_MAX_CHARS = 80  # an instruction can be short ("跑一下全部测试"); chit-chat is also short
+CHITCHAT_RE = re.compile(
+    r"\b(?:ok(?:ay)?|thanks?(?: you)?(?: (?:a lot|so much))?|thx|great|good|nice|cool|perfect|awesome|"
+    r"sounds good|looks good|lgtm|yes|yep|sure|got it|alright|good night|bye|"
+    r"(?:let's |we'll )?(?:continue|pick (?:this|it) up) (?:tomorrow|later)|that's all for (?:now|today)|"
+    r"what(?:'s| is| are)(?: still)? (?:open|left|pending|remaining|next)|where are we|what remains)\b"
+    r"|好的?|好吧|谢谢|多谢|收到|可以|行|嗯|明白了?|了解|不错|很好|辛苦了|明天继续|稍后继续|先这样|"
+    r"还有什么(?:没做|没完成|问题)?|进展如何|还剩什么",
+    re.IGNORECASE,
+)
+CHITCHAT_PUNCT = " \t.,!?;:~…-，。！？；：、"
 
 
 # ---------------------------------------------------------------------------- dataclasses
@@ -356,6 +371,46 @@ def cut_middle(text: str, limit: int) -> str:
     head = keep * 2 // 3
     tail = keep - head
     return f"{text[:head]}{marker}{text[len(text) - tail:]}"
+
+
+def condense_user_message(text: str, limit: int) -> str:
+    """Cut a long user message to `limit` chars keeping what matters most: its opening (the
+    request), its end, and in between the lines that state a rule ("Always …", "do not …",
+    "不要 …"); each cut leaves a marker. A plain middle cut drops the rules of a long brief."""
+    if len(text) <= limit:
+        return text
+    lines = text.splitlines(keepends=True)
+    head_left = limit * 2 // 5
+    tail_left = limit // 5
+    keep = [False] * len(lines)
+    for i, line in enumerate(lines):  # the opening
+        if len(line) > head_left:
+            break
+        keep[i], head_left = True, head_left - len(line)
+    for i in range(len(lines) - 1, -1, -1):  # the end
+        if keep[i] or len(lines[i]) > tail_left:
+            break
+        keep[i], tail_left = True, tail_left - len(lines[i])
+    left = limit - sum(len(x) for x, k in zip(lines, keep, strict=True) if k)
+    for i, line in enumerate(lines):  # the rules, in order, while they fit with their markers
+        if not keep[i] and RULE_LINE_RE.search(line) and len(line) + len(CUT_MARKER) + 8 <= left:
+            keep[i], left = True, left - len(line) - len(CUT_MARKER) - 8
+    if not any(keep):
+        return cut_middle(text, limit)
+    out: list[str] = []
+    cut = ""
+    for line, k in zip(lines, keep, strict=True):
+        if k:
+            if cut.strip():  # a cut blank line needs no marker
+                out.append(CUT_MARKER.format(n=len(cut)) + "\n")
+            cut = ""
+            out.append(line)
+        else:
+            cut += line
+    if cut.strip():
+        out.append(CUT_MARKER.format(n=len(cut)))
+    result = "".join(out)
+    return result if len(result) <= limit * 11 // 10 else cut_middle(text, limit)
 
 
 def code(text: str) -> str:
@@ -857,9 +912,18 @@ def scan_actions(messages: list[Message], cwd: str | None = None) -> list[Action
 
 
 # ---------------------------------------------------------------------------- user messages
+def is_chitchat(text: str) -> bool:
+    """"Thanks. What is still open?", "好的，明天继续。": nothing left once acknowledgements,
+    sign-offs and status questions are taken out, so neither a constraint nor a work item."""
+    flat = " ".join(text.split())
+    return len(flat) <= CHITCHAT_MAX_CHARS and not CHITCHAT_RE.sub("", flat).strip(CHITCHAT_PUNCT)
+
+
 def is_user_instruction(msg: Message) -> bool:
-    """The user's own words: not tool results, not summaries, not harness-injected text."""
-    return msg.starts_turn and not SLASH_COMMAND_RE.match(msg.text.strip())
+    """The user's own words: not tool results, not summaries, not harness-injected text, not
+    chit-chat."""
+    text = msg.text.strip()
+    return msg.starts_turn and not SLASH_COMMAND_RE.match(text) and not is_chitchat(text)
 
 
 def user_requests(messages: list[Message]) -> list[tuple[int, Message]]:
@@ -867,13 +931,13 @@ def user_requests(messages: list[Message]) -> list[tuple[int, Message]]:
 
 
 def budget_user_instructions(items: list[UserInstruction], budget: int) -> tuple[list[UserInstruction], int]:
-    """Newest first within `budget` chars; long ones cut in the middle; returns (kept, omitted)."""
+    """Newest first within `budget` chars; long ones condensed; returns (kept, omitted)."""
     kept: list[UserInstruction] = []
     left = budget
     for n, item in enumerate(items):
         text = item.text
         if len(text) > USER_MESSAGE_MAX_CHARS:
-            text = cut_middle(text, USER_MESSAGE_MAX_CHARS)
+            text = condense_user_message(text, USER_MESSAGE_MAX_CHARS)
         if len(text) > left:
             if left < USER_MIN_KEEP_CHARS:
                 return kept, len(items) - n
@@ -884,7 +948,7 @@ def budget_user_instructions(items: list[UserInstruction], budget: int) -> tuple
 
 
 # ---------------------------------------------------------------------------- extraction
-def _bare_words(key: str) -> list[str]:
+def bare_words(key: str) -> list[str]:
     return [w for w in key.split() if not w.startswith("-")]
 
 
@@ -899,8 +963,8 @@ def resolves(action: Action, error: ErrorFact) -> bool:
     if any(TEST_ID_LINE_RE.sub("", t.split("::")[0]) in action.command for t in error.test_ids):
         return True
     # `pytest` passing covers a failed `pytest tests/test_a.py -x`.
-    mine = _bare_words(action.source)
-    return any(_bare_words(src)[: len(mine)] == mine for src in error.sources if mine)
+    mine = bare_words(action.source)
+    return any(bare_words(src)[: len(mine)] == mine for src in error.sources if mine)
 
 
 def _upsert(items: list[Any], key: str, make: Any) -> Any:

@@ -10,10 +10,21 @@ Blocked. Every item carries the evidence (message ids, commands, outputs) it sta
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .ledger import Action, Ledger, code, command_result, labels, one_line, scan_actions, user_requests
+from .ledger import (
+    Action,
+    Ledger,
+    bare_words,
+    code,
+    command_result,
+    labels,
+    one_line,
+    scan_actions,
+    user_requests,
+)
 from .session import Message
 
 MAX_DONE = 8  # the newest finished requests; older ones are history
@@ -21,6 +32,10 @@ MAX_IN_PROGRESS = 5  # the last request plus a few unverified edits before it
 MAX_BLOCKED = 5
 REQUEST_TEXT_MAX_CHARS = 160  # the item names the request; the full text is in the ledger
 BLOCKED_MIN_ATTEMPTS = 2  # one failure is a step; the same failure twice with no fix is stuck
+# Documentation no test or build checks: an applied edit is all the evidence there will be
+# (without this an earlier README request stays In Progress forever).
+DOC_FILE_RE = re.compile(r"(?:^|/)(?:README|CHANGELOG|CHANGES|NEWS|HISTORY|AUTHORS|CONTRIBUTING|LICENSE|NOTICE)"
+                         r"(?:\.\w+)?$|\.(?:md|markdown|rst|txt|adoc)$|(?:^|/)docs?/", re.IGNORECASE)
 
 
 @dataclass
@@ -76,17 +91,43 @@ def _is_evidence(action: Action) -> bool:
     return action.has_result and action.passed and (action.verifies or bool(action.commits))
 
 
-def _find_evidence(actions: list[Action], start: int, files: set[str], scratch: set[str]) -> Action | None:
-    """The first passing verification or commit after `start` with no edit of `files` before it."""
+def _covers(proof: Action, failure: Action) -> bool:
+    """The passing run re-runs what failed: the same run, or a broader one (`pytest` covers a
+    failed `pytest tests/test_a.py -x`)."""
+    if proof.source == failure.source:
+        return True
+    mine, theirs = (bare_words(a.source) for a in (proof, failure))
+    return bool(proof.command) and bool(mine) and theirs[: len(mine)] == mine
+
+
+def _find_evidence(actions: list[Action], turn_start: int, start: int, files: set[str],
+                   scratch: set[str]) -> Action | None:
+    """The first passing verification or commit after `start` with no edit of `files` before it
+    that also re-runs every verification that failed since the request (`turn_start`): a green
+    unrelated test is no evidence for a test still failing."""
+    failures: list[Action] = []  # failed since the request, not yet passed again
     for action in actions:
+        if action.pos <= turn_start:
+            continue
+        if action.verifies and action.has_result:
+            if not action.passed:
+                failures.append(action)
+                continue
+            failures = [f for f in failures if not _covers(action, f)]
         if action.pos <= start:
             continue
         if _is_edit(action, scratch) and any(p in files for p, _ in action.changes):
             start = action.pos  # edited again: evidence must come after this edit
             continue
-        if _is_evidence(action) and action.pos > start:
+        if _is_evidence(action) and action.pos > start and not failures:
             return action
     return None
+
+
+def _docs_applied(edits: list[Action]) -> bool:
+    """Every change is to documentation and every edit was applied (its result is not an error)."""
+    return all(a.has_result and a.status != "failed" and all(DOC_FILE_RE.search(p) for p, _ in a.changes)
+               for a in edits)
 
 
 def derive_work_state(messages: list[Message], ledger: Ledger, *, cwd: str | None = None) -> WorkState:
@@ -102,7 +143,14 @@ def derive_work_state(messages: list[Message], ledger: Ledger, *, cwd: str | Non
         item = WorkItem(text=request_text(msg.text), message_id=msg.id)
         if edits:
             files = {p for a in edits for p, _ in a.changes}
-            proof = _find_evidence(actions, edits[-1].pos, files, scratch)
+            proof = _find_evidence(actions, pos, edits[-1].pos, files, scratch)
+            # The last request may still be being written; once the user speaks again it is done.
+            moved_on = any(m.starts_turn for m in messages[pos + 1:])
+            if proof is None and moved_on and _docs_applied(edits):
+                paths = ", ".join(code(p) for p in sorted(files)[:3])
+                item.evidence.append(f"edited {paths} ({edits[-1].message_id}); documentation, no run checks it")
+                state.done.append(item)
+                continue
         else:
             proof = next((a for a in turn if _is_evidence(a)), None)
         is_last = k == len(requests) - 1
