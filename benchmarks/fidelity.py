@@ -606,7 +606,7 @@ def sections_present(summary: str) -> list[str]:
 
 
 def _claims(summary: str) -> list[tuple[str, str]]:
-    """(line, 'done' | 'pending' | '') for each line, by its heading or else its own words."""
+    """(line, 'done' | 'pending' | '') for each line: its Done / pending heading, else its own words."""
     out, ctx = [], ""
     for line in summary.splitlines():
         stripped = line.strip()
@@ -614,7 +614,9 @@ def _claims(summary: str) -> list[tuple[str, str]]:
             ctx = "done" if DONE_HEADING.search(stripped) else "pending" if PENDING_HEADING.search(stripped) else ""
             continue
         words = QUOTED_OR_ERROR.sub(" ", stripped)  # "is not iterable" inside an error is not a claim
-        if PENDING_WORDS.search(words):
+        if ctx:  # under a Done / In Progress heading the heading is the claim ("- fix the failing test")
+            out.append((stripped, ctx))
+        elif PENDING_WORDS.search(words):
             out.append((stripped, "pending"))
         elif DONE_WORDS.search(words):
             out.append((stripped, "done"))

@@ -25,7 +25,7 @@ tok/s by engine, compactd vs raw llama-cpp-python). Sections:
 - memory: current and peak RSS after each phase.
 
 Full mode: the default 1.5B for summarize_vs_raw and latency_curve, the 0.5B for successive,
-prefix_and_swap and counting (so the run stays under ~25 min on 2 cores); sizes past the time
+prefix_and_swap and counting (so the run stays under ~45 min on 2 cores); sizes past the time
 cap are skipped and listed under `capped`. --quick: the 0.5B only, tiny sizes (~1-2 min).
 """
 
@@ -61,7 +61,7 @@ PI_SESSION = FIXTURES / "pi_large-session.jsonl"
 N_CTX = 8192  # compactd's default engine context (the summarizer window)
 N_BATCH = 512  # compactd's default batch; the raw call gets the same
 KV_BYTES_PER_ELEMENT = 2  # llama.cpp's default f16 K and V cache
-FULL_TIME_CAP_S = 22 * 60  # curve points that would start after this are skipped (brief: < ~25 min)
+FULL_TIME_CAP_S = 40 * 60  # curve points that would start after this are skipped (a quiet run: ~40 min)
 SWAP_REPS = 5  # a swap is milliseconds: repeat it for a p50/p95
 MLX_MAX_TOKENS = 8  # Linux CPU MLX decodes ~1-3 tok/s: a few tokens give the rate
 BANDWIDTH_THREADS = (1, 2)
@@ -95,7 +95,7 @@ FULL = Plan(
     model="qwen2.5-coder-1.5b", fast_model="qwen2.5-coder-0.5b",
     compare_prompt_tokens=1000, compare_max_tokens=96, compare_reps=2,
     bandwidth_mib=256, bandwidth_reps=5,
-    curve_sizes=(4096, 8192, 16384, 32768, 65536), curve_reps=(2, 2, 1, 1, 1),
+    curve_sizes=(4096, 8192, 16384, 32768, 65536), curve_reps=(3, 3, 3, 1, 1),  # p50/p95 where a run is < 2 min
     max_new_tokens=700, successive=10, successive_limit=8192, prefix_size=8000,
     counting_messages=None, short_max_tokens=24, mlx=True,
 )
