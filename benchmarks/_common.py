@@ -81,7 +81,9 @@ def machine_info() -> dict[str, Any]:
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "git_commit": _git("rev-parse", "HEAD"),
         "git_commit_short": _git("rev-parse", "--short", "HEAD"),
-        "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+        # The results an earlier benchmark of the same `make bench` just wrote are not a change.
+        "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no", "--", ".",
+                               ":(exclude)benchmarks/results")),
         "load_average_1_5_15": load_average(),
     }
 
