@@ -53,6 +53,17 @@ def test_next_step_the_evidence_shows_done_is_removed():
     assert len(removed) == 2 and all("done" in r.reason for r in removed)
 
 
+def test_chinese_step_restating_a_done_request_is_removed_but_another_test_is_not():
+    done = DoneEvidence(["先放一放。请在 README.md 里补充一段说明：空的配置文件会使用默认值。 edited `README.md` (m00025)",
+                         "修复 tests/test_loader.py 的测试 `pytest tests/test_loader.py` → `9 passed` (m00010)"], [], [])
+    src = "[user] 请在 README.md 里补充说明。修复 tests/test_loader.py 和 tests/test_env.py 的测试。"
+    n = Narrative(goal="修复测试。", next_steps=["在 README.md 中补充说明空配置文件会使用默认值",
+                                               "修复 tests/test_env.py 的测试"])
+    out, removed = verify_narrative(n, src, done=done, constraints=[], fallback_goal="g")
+    assert out.next_steps == ["修复 tests/test_env.py 的测试"]  # names a file no done item names
+    assert [r.text for r in removed] == ["在 README.md 中补充说明空配置文件会使用默认值"]
+
+
 def test_goal_that_flips_a_users_do_not_falls_back_to_the_users_words():
     n = Narrative(goal="Change the public signature of Invoice.total() to fix rounding.")
     user = "Fix the rounding bug. Do not change the public signature of Invoice.total()."

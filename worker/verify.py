@@ -122,13 +122,26 @@ def _words(text: str) -> set[str]:
     return {w for w in re.findall(r"[A-Za-z_][\w.]+|[\u4e00-\u9fff]{2,}", text.lower()) if w not in STOPWORDS}
 
 
+def _step_tokens(text: str) -> set[str]:
+    """Words for comparing a step with a done item; Han text as character bigrams (a Chinese
+    step and the request it restates share phrases, not space-separated words)."""
+    tokens = {w for w in _words(text) if not re.match(r"[\u4e00-\u9fff]", w)}
+    for run in re.findall(r"[\u4e00-\u9fff]{2,}", text):
+        tokens.update(run[i : i + 2] for i in range(len(run) - 1))
+    return tokens
+
+
 def _matches_done(step: str, done_items: list[str]) -> str | None:
-    """A done item that this next step restates (most of its specific words)."""
-    step_words = _words(step)
+    """A done item that this next step restates: most of its words, and every identifier or
+    path it names ("fix test_env_override" does not restate "fix test_loader")."""
+    step_words = _step_tokens(step)
     if not step_words:
         return None
+    names = {w for w in step_words if re.search(r"[_./]", w)}
     for item in done_items:
-        item_words = _words(item)
+        item_words = _step_tokens(item)
+        if names - item_words:
+            continue
         if item_words and len(step_words & item_words) / len(step_words) >= 0.6:
             return item
     return None
