@@ -270,6 +270,17 @@ def test_long_user_message_keeps_its_opening_its_end_and_its_rules():
     assert 0 <= len(brief.strip()) - len(kept) - cuts <= 4
 
 
+def test_a_users_rule_comes_before_newer_plain_requests():
+    b = Builder()
+    rule = b.user("Fix the crash. 不要修改 parse_config() 的公开签名。")
+    newer = [b.user(f"request {i}: " + "x" * 900) for i in range(4)]
+    ledger = extract_ledger(b.messages, user_budget_chars=2500)
+    assert [u.message_id for u in ledger.user_instructions] == [rule, newer[3], newer[2], newer[1]]
+    assert ledger.user_instructions[-1].cut and ledger.user_instructions_omitted == 1  # the oldest request
+    body = render_markdown(ledger).split("## Constraints & Preferences\n")[1]
+    assert body.startswith(f"- {rule}:\n  > Fix the crash. 不要修改")
+
+
 @pytest.mark.parametrize("text, chitchat", [
     ("Thanks. What is still open?", True),
     ("好的，明天继续。", True),

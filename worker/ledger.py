@@ -931,7 +931,8 @@ def user_requests(messages: list[Message]) -> list[tuple[int, Message]]:
 
 
 def budget_user_instructions(items: list[UserInstruction], budget: int) -> tuple[list[UserInstruction], int]:
-    """Newest first within `budget` chars; long ones condensed; returns (kept, omitted)."""
+    """In the given order (rules first, newest first) within `budget` chars; long ones
+    condensed; returns (kept, omitted)."""
     kept: list[UserInstruction] = []
     left = budget
     for n, item in enumerate(items):
@@ -1049,7 +1050,9 @@ def extract_ledger(messages: list[Message], previous: Ledger | None = None, *, c
     known = {u.message_id for u in ledger.user_instructions}
     fresh = [UserInstruction(m.id, m.text.strip(), False, base + i + 1)
              for i, m in user_requests(messages) if m.id not in known]
-    pool = sorted(fresh + ledger.user_instructions, key=lambda u: -u.seq)
+    # Messages that state a rule ("do not change …", "不要 …") first, so a budget or a shrunk
+    # section drops plain requests (they are also in Progress) before a user's constraint.
+    pool = sorted(fresh + ledger.user_instructions, key=lambda u: (not RULE_LINE_RE.search(u.text), -u.seq))
     ledger.user_instructions, omitted = budget_user_instructions(pool, user_budget_chars)
     ledger.user_instructions_omitted = omitted + (ledger.user_instructions_omitted if previous else 0)
 
