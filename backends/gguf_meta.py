@@ -29,6 +29,10 @@ PRETOKENIZER_REGEX = {
     "llama-bpe": r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
 }
 
+# Bump when the cached meta.json gains a field: caches of an older layout are rebuilt, not read
+# with the new fields at their defaults.
+CACHE_LAYOUT = 2
+
 TOKEN_TYPE_CONTROL = 3
 TOKEN_TYPE_USER_DEFINED = 4
 
@@ -51,6 +55,11 @@ class GGUFMeta:
     add_bos: bool
     has_output_weight: bool
     hparams: dict[str, Any] = field(default_factory=dict)
+    # Tensor data bytes: all, the token-embedding table, the output matrix (0 when tied).
+    tensor_bytes: int = 0
+    token_embd_bytes: int = 0
+    output_bytes: int = 0
+    n_tensors: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -91,7 +100,7 @@ def file_key(path: Path) -> str:
 
 
 def _cache_for(path: Path) -> Path:
-    d = cache_dir() / "gguf" / file_key(path)
+    d = cache_dir() / "gguf" / f"v{CACHE_LAYOUT}-{file_key(path)}"
     d.mkdir(parents=True, exist_ok=True)
     return d
 
@@ -129,7 +138,7 @@ def _build_cache(p: Path) -> None:
     bos_id = _field(reader, "tokenizer.ggml.bos_token_id")
     eos_id = _field(reader, "tokenizer.ggml.eos_token_id")
     file_type = int(_field(reader, "general.file_type", -1))
-    tensor_names = {t.name for t in reader.tensors}
+    tensor_sizes = {t.name: int(t.n_bytes) for t in reader.tensors}
     end = max((int(t.data_offset) + int(t.n_bytes) for t in reader.tensors), default=0)
     if end > p.stat().st_size:
         raise BackendError(f"GGUF file is truncated: {p} has {p.stat().st_size:,} bytes, its tensors need {end:,}")
@@ -152,8 +161,12 @@ def _build_cache(p: Path) -> None:
         bos_token=tokens[bos_id] if bos_id is not None and bos_id < len(tokens) else "",
         eos_token=tokens[eos_id] if eos_id is not None and eos_id < len(tokens) else "",
         add_bos=bool(_field(reader, "tokenizer.ggml.add_bos_token", False)),
-        has_output_weight="output.weight" in tensor_names,
+        has_output_weight="output.weight" in tensor_sizes,
         hparams=hparams,
+        tensor_bytes=sum(tensor_sizes.values()),
+        token_embd_bytes=tensor_sizes.get("token_embd.weight", 0),
+        output_bytes=tensor_sizes.get("output.weight", 0),
+        n_tensors=len(tensor_sizes),
     )
     d = _cache_for(p)
     tok = _build_tokenizer(reader, meta, tokens, token_types)

@@ -1,5 +1,5 @@
 """Shared helpers of the benchmarks: machine description, load-average gate, JSON output,
-GGUF tensor sizes, small statistics. No engine is imported here."""
+the fixture transcripts, weight bytes per decoded token, small statistics. No engine is imported here."""
 
 from __future__ import annotations
 
@@ -8,16 +8,19 @@ import json
 import os
 import platform
 import resource
-import struct
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS_DIR = Path("benchmarks/results")
+# The bundled real transcripts the benchmarks run on (the tests' fixtures).
+FIXTURES = REPO / "tests" / "fixtures"
+SWE_TRACE = FIXTURES / "sweagent_marshmallow-code__marshmallow-1867.function_calling_replace_from_source.traj"
+CC_TRACE = FIXTURES / "cc-spotter_8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl"
+PI_TRACE = FIXTURES / "pi_large-session.jsonl"
 
 # Two cores: any other busy process halves what llama.cpp gets (its threads spin on barriers),
 # so measurements start only once the 1-minute load average is below this ...
@@ -132,82 +135,14 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
     path.write_text(json.dumps(data, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
 
 
-# --- GGUF tensor sizes -----------------------------------------------------------------
-# read_meta has no tensor sizes and gguf.GGUFReader spends 10-16 s on the vocabulary, so the
-# header is walked here: skip the metadata, read the tensor table, take sizes from offsets.
-
-_GGUF_SCALARS = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}  # type -> bytes
-_GGUF_STRING, _GGUF_ARRAY = 8, 9
-GGUF_DEFAULT_ALIGNMENT = 32
+# --- weights read per decoded token ------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class TensorBytes:
-    total: int  # bytes of all tensor data
-    per_token: int  # bytes a decode step reads (the embedding table is only gathered from)
-    token_embd: int
-    output: int
-    n_tensors: int
-
-    def to_dict(self) -> dict[str, int]:
-        return {"total": self.total, "read_per_token": self.per_token, "token_embd": self.token_embd,
-                "output": self.output, "n_tensors": self.n_tensors}
-
-
-def _u32(f: BinaryIO) -> int:
-    return struct.unpack("<I", f.read(4))[0]
-
-
-def _u64(f: BinaryIO) -> int:
-    return struct.unpack("<Q", f.read(8))[0]
-
-
-def _skip_value(f: BinaryIO, vtype: int) -> Any:
-    if vtype == _GGUF_STRING:
-        f.seek(_u64(f), os.SEEK_CUR)
-        return None
-    if vtype == _GGUF_ARRAY:
-        etype, n = _u32(f), _u64(f)
-        if etype in _GGUF_SCALARS:
-            f.seek(_GGUF_SCALARS[etype] * n, os.SEEK_CUR)
-        else:
-            for _ in range(n):
-                _skip_value(f, etype)
-        return None
-    size = _GGUF_SCALARS[vtype]
-    raw = f.read(size)
-    return int.from_bytes(raw, "little") if vtype in (4, 10) else None
-
-
-def gguf_tensor_bytes(path: str | os.PathLike) -> TensorBytes:
-    """Tensor data sizes of a GGUF (v2/v3). per_token: what one decode step reads, i.e. every
-    tensor except the token-embedding table when a separate output matrix exists (the
-    embedding is a row gather; with tied embeddings it is the output matrix and read whole)."""
-    size = Path(path).stat().st_size
-    with open(path, "rb") as f:
-        if f.read(4) != b"GGUF":
-            raise ValueError(f"not a GGUF file: {path}")
-        _version, n_tensors, n_kv = _u32(f), _u64(f), _u64(f)
-        alignment = GGUF_DEFAULT_ALIGNMENT
-        for _ in range(n_kv):
-            key = f.read(_u64(f)).decode("utf-8", "replace")
-            value = _skip_value(f, _u32(f))
-            if key == "general.alignment" and value:
-                alignment = value
-        tensors: list[tuple[str, int]] = []
-        for _ in range(n_tensors):
-            name = f.read(_u64(f)).decode("utf-8", "replace")
-            n_dims = _u32(f)
-            f.seek(8 * n_dims + 4, os.SEEK_CUR)  # dims, ggml type
-            tensors.append((name, _u64(f)))
-        data_start = -(-f.tell() // alignment) * alignment
-    data_size = size - data_start
-    ordered = sorted(tensors, key=lambda t: t[1])
-    sizes = {
-        name: (ordered[i + 1][1] if i + 1 < len(ordered) else data_size) - off
-        for i, (name, off) in enumerate(ordered)
-    }
-    embd = sizes.get("token_embd.weight", 0)
-    output = sizes.get("output.weight", 0)
-    per_token = data_size - embd if output else data_size
-    return TensorBytes(data_size, per_token, embd, output, len(tensors))
+def weight_bytes(meta: Any) -> dict[str, int]:
+    """Tensor data sizes of a GGUF (from `read_meta`). read_per_token: what one decode step
+    reads, i.e. every tensor except the token-embedding table when a separate output matrix
+    exists (the embedding is a row gather; with tied embeddings it is the output matrix and is
+    read whole)."""
+    per_token = meta.tensor_bytes - meta.token_embd_bytes if meta.output_bytes else meta.tensor_bytes
+    return {"total": meta.tensor_bytes, "read_per_token": per_token, "token_embd": meta.token_embd_bytes,
+            "output": meta.output_bytes, "n_tensors": meta.n_tensors}

@@ -44,18 +44,16 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._common import (
+    CC_TRACE,
     N_THREADS,
+    PI_TRACE,
     RESULTS_DIR,
+    SWE_TRACE,
     machine_info,
     peak_rss_mb,
     wait_for_quiet,
     write_json,
 )
-
-FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures"
-SWE_TRACE = FIXTURES / "sweagent_marshmallow-code__marshmallow-1867.function_calling_replace_from_source.traj"
-CC_TRACE = FIXTURES / "cc-spotter_8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl"
-PI_TRACE = FIXTURES / "pi_large-session.jsonl"
 
 N_CTX = 8192  # compactd's default summarizer window; the baselines get the same engine
 USABLE_SHARE = 0.75  # compact each input to a budget below its size: an overflow

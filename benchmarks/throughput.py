@@ -45,18 +45,16 @@ from typing import Any
 
 from benchmarks._common import (
     N_THREADS,
+    PI_TRACE,
     RESULTS_DIR,
-    gguf_tensor_bytes,
+    SWE_TRACE,
     machine_info,
     peak_rss_mb,
     percentile,
     wait_for_quiet,
+    weight_bytes,
     write_json,
 )
-
-FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures"
-SWE_TRACE = FIXTURES / "sweagent_marshmallow-code__marshmallow-1867.function_calling_replace_from_source.traj"
-PI_SESSION = FIXTURES / "pi_large-session.jsonl"
 
 N_CTX = 8192  # compactd's default engine context (the summarizer window)
 N_BATCH = 512  # compactd's default batch; the raw call gets the same
@@ -590,7 +588,7 @@ def counting(backend: Any, plan: Plan) -> dict[str, Any]:
     from worker.formats import load
     from worker.tokens import TokenCounter
 
-    session = load(PI_SESSION)
+    session = load(PI_TRACE)
     if plan.counting_messages is not None:
         session.messages = session.messages[: plan.counting_messages]
     texts = [json.dumps(m.to_chat(), ensure_ascii=False) for m in session.messages]
@@ -612,7 +610,7 @@ def counting(backend: Any, plan: Plan) -> dict[str, Any]:
     incr_ms, _ = _best_ms(lambda: fresh.per_message(grown), reps=1)
     total_after_ms, _ = _best_ms(lambda: fresh.total(grown), reps=1)
     return {
-        "corpus": f"{PI_SESSION.name}: {len(texts)} messages as chat JSON",
+        "corpus": f"{PI_TRACE.name}: {len(texts)} messages as chat JSON",
         "texts": len(texts), "bytes": n_bytes, "tokens": tokens,
         "engine_tokenize_single": rate(engine_ms),
         "tokenizers_single": rate(single_ms),
@@ -781,9 +779,8 @@ def run(quick: bool = False, out_dir: Path = RESULTS_DIR) -> dict[str, Any]:
     for name in dict.fromkeys((plan.model, plan.fast_model)):
         path = resolve(name).path
         meta = read_meta(path)
-        tb = gguf_tensor_bytes(path)
         models[name] = {"path": str(path), "file_bytes": path.stat().st_size, "quantization": meta.quantization,
-                        "tensor_bytes": tb.to_dict(), "kv_bytes_per_context_token": kv_bytes_per_token(meta)}
+                        "tensor_bytes": weight_bytes(meta), "kv_bytes_per_context_token": kv_bytes_per_token(meta)}
     main_backend = LlamaCppBackend(resolve(plan.model).path, n_ctx=N_CTX, n_threads=N_THREADS,
                                    n_batch=N_BATCH, model_name=plan.model)
     fast_backend = main_backend if plan.fast_model == plan.model else LlamaCppBackend(

@@ -949,8 +949,15 @@ def budget_user_instructions(items: list[UserInstruction], budget: int) -> tuple
 
 
 # ---------------------------------------------------------------------------- extraction
-def bare_words(key: str) -> list[str]:
+def _bare_words(key: str) -> list[str]:
     return [w for w in key.split() if not w.startswith("-")]
+
+
+def reruns(source: str, failed: str) -> bool:
+    """Does running `source` re-run what `failed` ran: the same run key, or a broader one
+    (`pytest` covers a failed `pytest tests/test_a.py -x`)?"""
+    mine = _bare_words(source)
+    return source == failed or (bool(mine) and _bare_words(failed)[: len(mine)] == mine)
 
 
 def resolves(action: Action, error: ErrorFact) -> bool:
@@ -963,9 +970,7 @@ def resolves(action: Action, error: ErrorFact) -> bool:
         return False
     if any(TEST_ID_LINE_RE.sub("", t.split("::")[0]) in action.command for t in error.test_ids):
         return True
-    # `pytest` passing covers a failed `pytest tests/test_a.py -x`.
-    mine = bare_words(action.source)
-    return any(bare_words(src)[: len(mine)] == mine for src in error.sources if mine)
+    return any(reruns(action.source, src) for src in error.sources)
 
 
 def _upsert(items: list[Any], key: str, make: Any) -> Any:

@@ -122,13 +122,15 @@ def _words(text: str) -> set[str]:
     return {w for w in re.findall(r"[A-Za-z_][\w.]+|[\u4e00-\u9fff]{2,}", text.lower()) if w not in STOPWORDS}
 
 
+def _han_bigrams(text: str) -> set[str]:
+    """Han text as character bigrams: it has no spaces, so 公开签名 must match inside 的公开签名,
+    and a Chinese step shares phrases, not words, with the request it restates."""
+    return {run[i : i + 2] for run in re.findall(r"[\u4e00-\u9fff]{2,}", text) for i in range(len(run) - 1)}
+
+
 def _step_tokens(text: str) -> set[str]:
-    """Words for comparing a step with a done item; Han text as character bigrams (a Chinese
-    step and the request it restates share phrases, not space-separated words)."""
-    tokens = {w for w in _words(text) if not re.match(r"[\u4e00-\u9fff]", w)}
-    for run in re.findall(r"[\u4e00-\u9fff]{2,}", text):
-        tokens.update(run[i : i + 2] for i in range(len(run) - 1))
-    return tokens
+    """Words for comparing a step with a done item."""
+    return {w for w in _words(text) if not re.match(r"[\u4e00-\u9fff]", w)} | _han_bigrams(text)
 
 
 def _matches_done(step: str, done_items: list[str]) -> str | None:
@@ -182,13 +184,10 @@ FLIP_SHARE = 0.6  # of the negated clause's words that the text repeats
 
 
 def _content_tokens(text: str) -> set[str]:
-    """Words of `text` without negations and stop words; Han text as character bigrams (it has
-    no spaces, and 公开签名 must match inside 的公开签名)."""
+    """Words of `text` without negations and stop words, Han text as bigrams."""
     text = NEGATIONS_ZH.sub(" ", NEGATIONS_EN.sub(" ", text)).lower()
-    tokens = {w for w in re.findall(r"[a-z_][\w.]*[\w]|[a-z]", text) if w not in STOPWORDS and len(w) > 1}
-    for run in re.findall(r"[\u4e00-\u9fff]{2,}", text):
-        tokens.update(run[i : i + 2] for i in range(len(run) - 1))
-    return tokens
+    words = {w for w in re.findall(r"[a-z_][\w.]*[\w]|[a-z]", text) if w not in STOPWORDS and len(w) > 1}
+    return words | _han_bigrams(text)
 
 
 def _flips_constraint(text: str, constraints: list[str]) -> str | None:

@@ -17,11 +17,11 @@ from typing import Any
 from .ledger import (
     Action,
     Ledger,
-    bare_words,
     code,
     command_result,
     labels,
     one_line,
+    reruns,
     scan_actions,
     user_requests,
 )
@@ -91,15 +91,6 @@ def _is_evidence(action: Action) -> bool:
     return action.has_result and action.passed and (action.verifies or bool(action.commits))
 
 
-def _covers(proof: Action, failure: Action) -> bool:
-    """The passing run re-runs what failed: the same run, or a broader one (`pytest` covers a
-    failed `pytest tests/test_a.py -x`)."""
-    if proof.source == failure.source:
-        return True
-    mine, theirs = (bare_words(a.source) for a in (proof, failure))
-    return bool(proof.command) and bool(mine) and theirs[: len(mine)] == mine
-
-
 def _find_evidence(actions: list[Action], turn_start: int, start: int, files: set[str],
                    scratch: set[str]) -> Action | None:
     """The first passing verification or commit after `start` with no edit of `files` before it
@@ -113,7 +104,7 @@ def _find_evidence(actions: list[Action], turn_start: int, start: int, files: se
             if not action.passed:
                 failures.append(action)
                 continue
-            failures = [f for f in failures if not _covers(action, f)]
+            failures = [f for f in failures if not reruns(action.source, f.source)]
         if action.pos <= start:
             continue
         if _is_edit(action, scratch) and any(p in files for p, _ in action.changes):
@@ -136,6 +127,7 @@ def derive_work_state(messages: list[Message], ledger: Ledger, *, cwd: str | Non
         p for a in actions for p, w in a.files if w == "deleted"}
     state = WorkState()
     requests = user_requests(messages)
+    last_turn = max((i for i, m in enumerate(messages) if m.starts_turn), default=-1)  # chit-chat too
     for k, (pos, msg) in enumerate(requests):
         end = requests[k + 1][0] if k + 1 < len(requests) else len(messages)
         turn = [a for a in actions if pos < a.pos < end]
@@ -145,8 +137,7 @@ def derive_work_state(messages: list[Message], ledger: Ledger, *, cwd: str | Non
             files = {p for a in edits for p, _ in a.changes}
             proof = _find_evidence(actions, pos, edits[-1].pos, files, scratch)
             # The last request may still be being written; once the user speaks again it is done.
-            moved_on = any(m.starts_turn for m in messages[pos + 1:])
-            if proof is None and moved_on and _docs_applied(edits):
+            if proof is None and pos < last_turn and _docs_applied(edits):
                 paths = ", ".join(code(p) for p in sorted(files)[:3])
                 item.evidence.append(f"edited {paths} ({edits[-1].message_id}); documentation, no run checks it")
                 state.done.append(item)
