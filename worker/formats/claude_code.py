@@ -20,7 +20,6 @@ from ._common import (
     INJECTED,
     Source,
     assistant_parts,
-    block_text,
     finish_skips,
     load_records,
     require_messages,
