@@ -67,10 +67,27 @@ class ModelInfo:
         return asdict(self)
 
 
+class SpecialTokens(Protocol):
+    """What the HTTP /tokenize route reads of a model's metadata (GGUF's GgufMeta has it)."""
+
+    add_bos: bool
+    bos_token: str
+
+
 @runtime_checkable
 class Backend(Protocol):
     """What the pipeline needs from an engine. Implementations must be safe to call from any
     thread: engine objects themselves live on one dedicated inference thread."""
+
+    # True: generate(json_schema=...) constrains the output to the schema (it always parses);
+    # False: a json_schema is refused, so callers ask for JSON in the prompt instead.
+    supports_json_schema: bool
+    # The model's special-token metadata, or None where the engine handles BOS itself.
+    meta: SpecialTokens | None
+
+    def load(self) -> None:
+        """Load the weights now (otherwise on first generate); a no-op for a remote engine."""
+        ...
 
     def tokenize(self, text: str) -> list[int]: ...
 
@@ -90,7 +107,12 @@ class Backend(Protocol):
         priority: int = 0,
         isolated: bool = True,
         cache_key: str | None = None,
-    ) -> Iterator[str | GenerationStats]: ...
+        stop: list[str] | None = None,
+    ) -> Iterator[str | GenerationStats]:
+        """Stream text chunks, then one GenerationStats. isolated: leave the engine's cached
+        prefix as it was; cache_key: reuse the KV state of the previous request with this key;
+        stop: end the text before the first of these strings (where the engine supports it)."""
+        ...
 
     def info(self) -> ModelInfo: ...
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import time
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ from .base import BackendError, ChatMessage, GenerationStats, ModelInfo
 from .chat_template import ChatTemplate
 from .engine_thread import FOREGROUND, EngineThread
 from .gguf_meta import check_gguf_file, load_tokenizer, read_meta
+from .local_tokenizer import LocalTokenizerMixin, peak_rss_mb
 
 # vocab_only with n_ctx=0 fails (n_ctx_train reads 0 without weights): give it a small one.
 VOCAB_ONLY_N_CTX = 512
@@ -50,11 +50,7 @@ def _engine_version() -> str:
         return "not installed"
 
 
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-class LlamaCppBackend:
+class LlamaCppBackend(LocalTokenizerMixin):
     engine_name = "llama.cpp"
     supports_json_schema = True  # GBNF grammar from the schema: the output always parses
 
@@ -72,6 +68,7 @@ class LlamaCppBackend:
     ):
         self.path = check_gguf_file(model_path)
         self.meta = read_meta(self.path)
+        self.add_bos = self.meta.add_bos
         self.model_name = model_name or self.meta.name
         self.template = ChatTemplate(
             self.meta.chat_template, self.meta.bos_token, self.meta.eos_token, chat_format, self.model_name
@@ -80,10 +77,10 @@ class LlamaCppBackend:
         self.n_threads = n_threads or max(1, os.cpu_count() or 1)
         self.n_batch = n_batch
         self.seed = seed
-        self._hf = None
+        self._tok = None
         if tokenizer in ("auto", "tokenizers"):
             try:
-                self._hf = load_tokenizer(self.path)
+                self._tok = load_tokenizer(self.path)
             except BackendError:
                 if tokenizer == "tokenizers":
                     raise
@@ -131,28 +128,6 @@ class LlamaCppBackend:
         """Token ids from llama.cpp itself (special tokens parsed, no BOS added)."""
         data = text.encode("utf-8")
         return self._vocab_thread().call(lambda llm: llm.tokenize(data, add_bos=False, special=True))
-
-    def tokenize(self, text: str) -> list[int]:
-        if self._hf is not None:
-            return self._hf.encode(text, add_special_tokens=False).ids
-        return self.engine_tokenize(text)
-
-    def count(self, text: str) -> int:
-        return len(self.tokenize(text))
-
-    def count_batch(self, texts: list[str]) -> list[int]:
-        if self._hf is not None:
-            return [len(e.ids) for e in self._hf.encode_batch(texts, add_special_tokens=False)]
-        return [self.count(t) for t in texts]
-
-    def render_messages(self, messages: list[ChatMessage], add_generation_prompt: bool = True) -> str:
-        return self.template.render(messages, add_generation_prompt)
-
-    def prompt_ids(self, messages: list[ChatMessage], add_generation_prompt: bool = True) -> list[int]:
-        return self.tokenize(self.template.prompt_text(messages, add_generation_prompt, self.meta.add_bos))
-
-    def count_messages(self, messages: list[ChatMessage], add_generation_prompt: bool = True) -> int:
-        return len(self.prompt_ids(messages, add_generation_prompt))
 
     # -- generation ----------------------------------------------------------------------
 
@@ -274,7 +249,7 @@ class LlamaCppBackend:
             vocab_size=self.meta.vocab_size,
             context_size=self.n_ctx,
             extra={
-                "tokenizer": "tokenizers (rebuilt from GGUF vocab)" if self._hf is not None else "llama.cpp",
+                "tokenizer": "tokenizers (rebuilt from GGUF vocab)" if self._tok is not None else "llama.cpp",
                 "threads": self.n_threads,
                 "batch": self.n_batch,
                 "weights_loaded": self.loaded,

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -37,14 +36,11 @@ from typing import Any
 from .base import BackendError, ChatMessage, GenerationStats, ModelInfo
 from .chat_template import ChatTemplate
 from .engine_thread import FOREGROUND, EngineThread
+from .local_tokenizer import LocalTokenizerMixin, peak_rss_mb
 
 RUNTIME_DTYPES = ("float32", "float16", "bfloat16", "stored")
 # llama.cpp backend parity: sampling at temperature > 0 draws from the 40 likeliest tokens.
 TOP_K = 40
-
-
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -169,9 +165,11 @@ class _StopMatcher:
         return out
 
 
-class MlxBackend:
+class MlxBackend(LocalTokenizerMixin):
     engine_name = "mlx"
     supports_json_schema = False  # no grammar engine in mlx-lm: callers ask for JSON in the prompt
+    # No GGUF metadata: /tokenize's add_special adds no BOS here (as before the protocol had meta).
+    meta = None
 
     def __init__(
         self,
@@ -269,26 +267,6 @@ class MlxBackend:
     @property
     def loaded(self) -> bool:
         return self._model is not None
-
-    # -- tokens --------------------------------------------------------------------------
-
-    def tokenize(self, text: str) -> list[int]:
-        return self._tok.encode(text, add_special_tokens=False).ids
-
-    def count(self, text: str) -> int:
-        return len(self.tokenize(text))
-
-    def count_batch(self, texts: list[str]) -> list[int]:
-        return [len(e.ids) for e in self._tok.encode_batch(texts, add_special_tokens=False)]
-
-    def render_messages(self, messages: list[ChatMessage], add_generation_prompt: bool = True) -> str:
-        return self.template.render(messages, add_generation_prompt)
-
-    def prompt_ids(self, messages: list[ChatMessage], add_generation_prompt: bool = True) -> list[int]:
-        return self.tokenize(self.template.prompt_text(messages, add_generation_prompt, self.add_bos))
-
-    def count_messages(self, messages: list[ChatMessage], add_generation_prompt: bool = True) -> int:
-        return len(self.prompt_ids(messages, add_generation_prompt))
 
     # -- generation ----------------------------------------------------------------------
 

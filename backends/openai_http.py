@@ -30,6 +30,8 @@ DEFAULT_CONTEXT = 8192  # when the server tells no context size
 
 class OpenAIHttpBackend:
     engine_name = "openai-http"
+    supports_json_schema = True  # sent as response_format json_schema; the engine constrains the output
+    meta = None  # the remote engine adds its own BOS: no GGUF metadata here
 
     def __init__(self, base_url: str, *, api_key: str | None = None, model: str | None = None,
                  timeout: float = READ_TIMEOUT_S, transport: httpx.BaseTransport | None = None):
@@ -74,6 +76,9 @@ class OpenAIHttpBackend:
         except ValueError:
             return None
 
+    def load(self) -> None:
+        """Nothing to load here: the remote engine holds the weights."""
+
     # -- tokens --------------------------------------------------------------------------
 
     def tokenize(self, text: str) -> list[int]:
@@ -110,8 +115,12 @@ class OpenAIHttpBackend:
         json_schema: dict[str, Any] | None = None,
         priority: int = 0,
         isolated: bool = True,
-        **_ignored: Any,  # cache_key, stop...: engine-specific options this backend does not forward
+        cache_key: str | None = None,
+        stop: list[str] | None = None,
+        **_ignored: Any,  # other engine-specific options (repeat_penalty...)
     ) -> Iterator[str | GenerationStats]:
+        """cache_key and stop are accepted and not forwarded (the remote engine keeps its own
+        prefix cache; stop strings were never sent)."""
         body: dict[str, Any] = {
             "messages": messages, "max_tokens": max_tokens, "temperature": temperature, "stream": True,
             "stream_options": {"include_usage": True},

@@ -7,102 +7,12 @@ ChatML-like template, and a fixed JSON narrative streamed word by word.
 
 from __future__ import annotations
 
-import json
-import re
 import socket
 import threading
 import time
-import zlib
-from collections.abc import Iterator
 from typing import Any
 
-from backends.base import GenerationStats, ModelInfo
-from backends.engine_thread import EngineThread
-from tests.helpers import SessionBuilder
-
-WORD = re.compile(r"\w+|[^\w\s]")
-VOCAB = 50_000
-REPLY = {
-    "goal": "Fix the failing serializer test in src/app/serializers.py",
-    "key_decisions": [{"decision": "Keep the public API unchanged", "reason": "the user asked for it"}],
-    "next_steps": ["Run the serializer tests again"],
-}
-
-
-class ScriptedBackend:
-    def __init__(self, reply: str | None = None, *, token_delay: float = 0.0, n_ctx: int = 8192):
-        self.reply = reply if reply is not None else json.dumps(REPLY)
-        self.token_delay = token_delay
-        self.n_ctx = n_ctx
-        self.hold = threading.Event()  # clear() to stall every generation at its next token
-        self.hold.set()
-        self.engine = EngineThread("scripted-engine", lambda: object())
-        self._lock = threading.Lock()
-        self.generate_calls = 0
-        self.started: list[tuple[int, str]] = []  # (priority, tag) in the order the engine ran them
-        self.finished: list[tuple[str, int, bool]] = []  # (tag, tokens produced, ran to the end)
-        self.schemas: list[dict | None] = []
-
-    def tokenize(self, text: str) -> list[int]:
-        return [zlib.crc32(w.encode()) % VOCAB for w in WORD.findall(text)]
-
-    def count(self, text: str) -> int:
-        return len(WORD.findall(text))
-
-    def render_messages(self, messages: list[dict[str, Any]], add_generation_prompt: bool = True) -> str:
-        out = []
-        for m in messages:
-            content = m.get("content") or ""
-            for c in m.get("tool_calls") or []:
-                content += "\n<tool_call>" + json.dumps(c["function"]) + "</tool_call>"
-            out.append(f"<|im_start|>{m['role']}\n{content}<|im_end|>\n")
-        if add_generation_prompt:
-            out.append("<|im_start|>assistant\n")
-        return "".join(out)
-
-    def count_messages(self, messages: list[dict[str, Any]], add_generation_prompt: bool = True) -> int:
-        return self.count(self.render_messages(messages, add_generation_prompt))
-
-    def generate(self, messages: list[dict[str, Any]], *, max_tokens: int, temperature: float = 0.0,
-                 json_schema: dict | None = None, priority: int = 0, isolated: bool = True,
-                 **_: Any) -> Iterator[str | GenerationStats]:
-        with self._lock:
-            self.generate_calls += 1
-            self.schemas.append(json_schema)
-        tag = str(messages[-1].get("content") or "")[:60]
-        prompt_tokens = self.count_messages(messages)
-        pieces = re.findall(r"\S+\s*", self.reply)[:max_tokens]
-
-        def producer(_engine: Any) -> Iterator[str | GenerationStats]:
-            with self._lock:
-                self.started.append((priority, tag))
-            t0 = time.perf_counter()
-            n, complete = 0, False
-            try:
-                for piece in pieces:
-                    self.hold.wait()
-                    if self.token_delay:
-                        time.sleep(self.token_delay)
-                    n += 1
-                    yield piece
-                complete = True
-                ms = (time.perf_counter() - t0) * 1000
-                yield GenerationStats(prompt_tokens=prompt_tokens, prompt_ms=1.0, decode_tokens=n, decode_ms=ms,
-                                      ttft_ms=1.0, total_ms=ms + 1.0, finish_reason="stop")
-            finally:
-                with self._lock:
-                    self.finished.append((tag, n, complete))
-
-        return self.engine.stream(producer, priority)
-
-    def info(self) -> ModelInfo:
-        return ModelInfo(engine="scripted", engine_version="0", model_name="scripted", model_path="",
-                         architecture="none", quantization="none", trained_context=self.n_ctx, vocab_size=VOCAB,
-                         context_size=self.n_ctx)
-
-    def close(self) -> None:
-        self.hold.set()
-        self.engine.close()
+from tests.fakes import REPLY, VOCAB, WORD, ScriptedBackend, SessionBuilder  # noqa: F401 - re-exported
 
 
 def wait_until(predicate, timeout: float = 10.0, interval: float = 0.02) -> bool:

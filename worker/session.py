@@ -102,24 +102,45 @@ class Message(BaseModel):
         ).hexdigest()
 
     def to_chat(self, placeholder: bool = True) -> dict[str, Any]:
-        """The message in OpenAI chat shape, as the agent's model would be sent it.
+        """The message as ONE OpenAI chat entry, as the agent's model would be sent it: the shape
+        counts and content keys hash (a tool message's results joined, under the first call id).
         With placeholder=True a pruned tool result renders as its placeholder."""
-        out: dict[str, Any] = {"role": self.role}
+        return self.to_openai(placeholder, strict=False)[0]
+
+    def to_openai(self, placeholder: bool = True, *, strict: bool = True) -> list[dict[str, Any]]:
+        """The message in OpenAI chat-completions shape: the one renderer every caller uses.
+
+        strict=True gives what the API accepts as is: one `tool` entry per result (the API
+        matches each to one tool_call_id; the message's text follows the last result), a tool
+        message without results as a user entry, and `content: None` beside tool calls when
+        there is no text. strict=False gives exactly one entry (see to_chat)."""
         if self.role == "tool":
-            outputs = [render_tool_result(p, self.id, placeholder) for p in self.tool_results]
+            results = self.tool_results
+            outputs = [render_tool_result(p, self.id, placeholder) for p in results]
             extra = self.text
-            out["content"] = "\n".join(outputs + ([extra] if extra else []))
-            if self.tool_results:
-                out["tool_call_id"] = self.tool_results[0].call_id
-            return out
-        out["content"] = self.text
+            if not strict:
+                joined: dict[str, Any] = {"role": "tool", "content": "\n".join(outputs + ([extra] if extra else []))}
+                if results:
+                    joined["tool_call_id"] = results[0].call_id
+                return [joined]
+            entries = []
+            for k, (r, content) in enumerate(zip(results, outputs, strict=True)):
+                if k == len(results) - 1 and extra:
+                    content = f"{content}\n{extra}" if content else extra
+                entries.append({"role": "tool", "tool_call_id": r.call_id, "content": content})
+            if not results and extra:
+                entries.append({"role": "user", "content": extra})
+            return entries
+        out: dict[str, Any] = {"role": self.role, "content": self.text}
         calls = self.tool_calls
         if calls:
+            if strict:
+                out["content"] = self.text or None
             out["tool_calls"] = [
                 {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments_json()}}
                 for c in calls
             ]
-        return out
+        return [out]
 
 
 def render_tool_result(part: ToolResultPart, message_id: str, placeholder: bool = True) -> str:
@@ -163,7 +184,23 @@ class Session(BaseModel):
         return {c.id: i for i, m in enumerate(self.messages) for c in m.tool_calls}
 
     def to_chat(self, placeholder: bool = True) -> list[dict[str, Any]]:
+        """What counting sees: one entry per message that is not compacted (Message.to_chat)."""
         return [m.to_chat(placeholder) for m in self.messages if not m.compacted]
+
+    def to_openai(self, placeholder: bool = True, include_compacted: bool = False) -> list[dict[str, Any]]:
+        """A chat-completions `messages` array the API accepts as is (Message.to_openai)."""
+        return [e for m in self.messages if include_compacted or not m.compacted for e in m.to_openai(placeholder)]
+
+
+def boundary_index(session: Session, message_id: str | None) -> int:
+    """Index of the first message after `message_id` (a checkpoint's boundary): where the part
+    not yet covered by that checkpoint begins; 0 when the id is None or not in the session."""
+    if not message_id:
+        return 0
+    for i, m in enumerate(session.messages):
+        if m.id == message_id:
+            return i + 1
+    return 0
 
 
 def message_id(index: int, prefix: str = "m") -> str:

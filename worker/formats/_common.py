@@ -13,6 +13,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from ..session import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+
 Source = str | bytes | os.PathLike | list | dict
 
 
@@ -166,8 +168,6 @@ TOOL_CALL_BLOCKS = {"tool_use": "input", "toolCall": "arguments"}
 def assistant_parts(blocks: list[Any], names: dict[str, str], id_prefix: str, skipped: Counter[str]) -> list[Any]:
     """Text, thinking and tool-call content blocks as session parts. `names` learns each call's
     tool name (results refer to calls by id only); other block types are counted as skipped."""
-    from ..session import ReasoningPart, TextPart, ToolCallPart
-
     parts: list[Any] = []
     for b in blocks:
         if not isinstance(b, dict):
@@ -186,3 +186,38 @@ def assistant_parts(blocks: list[Any], names: dict[str, str], id_prefix: str, sk
             # redacted_thinking is opaque; server tool blocks have no local result.
             skipped[f"block:{t}"] += 1
     return parts
+
+
+def user_blocks(
+    blocks: list[dict[str, Any]],
+    names: dict[str, str],
+    base_id: str,
+    where: str,
+    warnings: list[str],
+    skipped: Counter[str],
+    timestamp: str | None = None,
+) -> tuple[list[Message], list[TextPart]]:
+    """An Anthropic user message's content blocks (Anthropic Messages, Claude Code): each
+    `tool_result` becomes its own tool message (ids base_id, base_id.1, ...; name looked up in
+    `names`), text and media blocks the user's text parts; other block types are counted as
+    skipped. `where` ("message 3", "line 7") prefixes the warning for an unknown call id."""
+    tools: list[Message] = []
+    texts: list[TextPart] = []
+    for b in blocks:
+        t = b.get("type")
+        if t == "tool_result":
+            cid = str(b.get("tool_use_id") or "")
+            if cid not in names:
+                warnings.append(f"{where}: tool result for unknown call id {cid!r}")
+            res = ToolResultPart(call_id=cid, name=names.get(cid, ""), output=block_text(b.get("content")),
+                                 is_error=bool(b.get("is_error")))
+            k = len(tools)
+            tools.append(Message(id=base_id if k == 0 else f"{base_id}.{k}", role="tool", parts=[res],
+                                 timestamp=timestamp))
+        elif t == "text":
+            texts.append(TextPart(text=str(b.get("text", ""))))
+        elif t in ("image", "document"):
+            texts.append(TextPart(text=block_text([b])))
+        else:
+            skipped[f"block:{t}"] += 1
+    return tools, texts

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from ..session import Message, Session, TextPart, ToolResultPart, message_id
+from ..session import Message, Session, TextPart, message_id
 from ._common import (
     FormatError,
     Source,
@@ -23,6 +23,7 @@ from ._common import (
     load_input,
     require_messages,
     source_name,
+    user_blocks,
 )
 
 ANTHROPIC_ONLY_BLOCKS = ("tool_use", "tool_result", "thinking", "redacted_thinking")
@@ -72,24 +73,9 @@ def load_messages(
             out.append(Message(id=base, role="assistant", parts=parts))
             continue
         # user: tool results first (each its own tool message), then any text
-        texts: list[Any] = []
-        k = 0
-        for b in _blocks(raw.get("content")):
-            t = b.get("type")
-            if t == "tool_result":
-                cid = str(b.get("tool_use_id") or "")
-                if cid not in names:
-                    warnings.append(f"message {i}: tool result for unknown call id {cid!r}")
-                res = ToolResultPart(call_id=cid, name=names.get(cid, ""), output=block_text(b.get("content")),
-                                     is_error=bool(b.get("is_error")))
-                out.append(Message(id=base if k == 0 else f"{base}.{k}", role="tool", parts=[res]))
-                k += 1
-            elif t == "text":
-                texts.append(TextPart(text=str(b.get("text", ""))))
-            elif t in ("image", "document"):
-                texts.append(TextPart(text=block_text([b])))
-            else:
-                skipped[f"block:{t}"] += 1
+        tools, texts = user_blocks(_blocks(raw.get("content")), names, base, f"message {i}", warnings, skipped)
+        out.extend(tools)
+        k = len(tools)
         if texts or k == 0:
             out.append(Message(id=base if k == 0 else f"{base}.text", role="user", parts=texts))
     require_messages(out, "Anthropic Messages", warnings)

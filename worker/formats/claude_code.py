@@ -15,16 +15,16 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from ..session import Message, Session, TextPart, ToolResultPart, message_id
+from ..session import Message, Session, message_id
 from ._common import (
     INJECTED,
     Source,
     assistant_parts,
-    block_text,
     finish_skips,
     load_records,
     require_messages,
     source_name,
+    user_blocks,
 )
 
 SUMMARY_PREFIX = "This session is being continued from a previous conversation"
@@ -93,24 +93,9 @@ def load(src: Source) -> Session:
             out.append(Message(id=uid, role="assistant", parts=parts, timestamp=ts, meta=meta))
             continue
         # user record: tool results (one tool message each), then the user's text
-        texts: list[Any] = []
-        k = 0
-        for b in _blocks(msg.get("content")):
-            t = b.get("type")
-            if t == "tool_result":
-                cid = str(b.get("tool_use_id") or "")
-                if cid not in names:
-                    warnings.append(f"line {n}: tool result for unknown call id {cid!r}")
-                res = ToolResultPart(call_id=cid, name=names.get(cid, ""), output=block_text(b.get("content")),
-                                     is_error=bool(b.get("is_error")))
-                out.append(Message(id=uid if k == 0 else f"{uid}.{k}", role="tool", parts=[res], timestamp=ts))
-                k += 1
-            elif t == "text":
-                texts.append(TextPart(text=str(b.get("text", ""))))
-            elif t in ("image", "document"):
-                texts.append(TextPart(text=block_text([b])))
-            else:
-                skipped[f"block:{t}"] += 1
+        tools, texts = user_blocks(_blocks(msg.get("content")), names, uid, f"line {n}", warnings, skipped, ts)
+        out.extend(tools)
+        k = len(tools)
         if not texts and k:
             continue
         text = "\n".join(p.text for p in texts)

@@ -30,29 +30,8 @@ def _messages(src: Exportable, include_compacted: bool) -> list[Message]:
 
 
 def to_openai(src: Exportable, placeholder: bool = True, include_compacted: bool = False) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for m in _messages(src, include_compacted):
-        if m.role == "tool":
-            # One chat message per result: the API matches each to one tool_call_id.
-            results = m.tool_results
-            for k, r in enumerate(results):
-                content = render_tool_result(r, m.id, placeholder)
-                if k == len(results) - 1 and m.text:
-                    content = f"{content}\n{m.text}" if content else m.text
-                out.append({"role": "tool", "tool_call_id": r.call_id, "content": content})
-            if not results and m.text:
-                out.append({"role": "user", "content": m.text})  # a tool message with no result
-            continue
-        msg: dict[str, Any] = {"role": m.role, "content": m.text}
-        calls = m.tool_calls
-        if calls:
-            msg["content"] = m.text or None
-            msg["tool_calls"] = [
-                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments_json()}}
-                for c in calls
-            ]
-        out.append(msg)
-    return out
+    """A chat-completions `messages` array, rendered by Message.to_openai (the one renderer)."""
+    return [e for m in _messages(src, include_compacted) for e in m.to_openai(placeholder)]
 
 
 def _anthropic_blocks(m: Message, placeholder: bool) -> list[dict[str, Any]]:

@@ -12,7 +12,7 @@ from typing import Any
 from ..session import Message, ReasoningPart, Session, TextPart, ToolCallPart, ToolResultPart, message_id
 from ._common import FormatError, Source, block_text, load_input, require_messages, source_name
 
-__all__ = ["FormatError", "detect", "load", "load_messages", "to_messages"]
+__all__ = ["FormatError", "detect", "load", "load_messages"]
 
 ROLES = ("system", "user", "assistant", "tool")
 
@@ -111,8 +111,3 @@ def detect(value: Any) -> bool:
             return False
     return not (isinstance(value, dict) and "system" in value)
 
-
-def to_messages(session: Session) -> list[dict[str, Any]]:
-    from .export import to_openai
-
-    return to_openai(session)

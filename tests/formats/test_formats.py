@@ -12,7 +12,7 @@ from worker.formats import FORMATS, FormatError, anthropic, detect, inspect, loa
 from worker.formats.export import to_anthropic, to_openai
 from worker.session import Session
 
-FIX = Path(__file__).parent / "fixtures"
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
 CC = FIX / "cc-spotter_8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl"
 PI = FIX / "pi_large-session.jsonl"
 SWE = FIX / "sweagent_marshmallow-code__marshmallow-1867.function_calling_replace_from_source.traj"

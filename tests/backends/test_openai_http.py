@@ -10,7 +10,8 @@ import pytest
 
 from backends.base import BackendError, GenerationStats, collect
 from backends.openai_http import OpenAIHttpBackend
-from tests.test_server_fakes import ScriptedBackend, ServerThread, free_port, wait_until
+from tests.fakes import ScriptedBackend
+from tests.test_server_fakes import ServerThread, free_port, wait_until
 from worker.server import Settings, create_app
 from worker.store import Store
 

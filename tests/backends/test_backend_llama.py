@@ -13,7 +13,7 @@ from backends.gguf_meta import load_tokenizer, read_meta
 
 pytestmark = pytest.mark.model
 
-DATA = Path(__file__).resolve().parent.parent / "benchmarks" / "data"
+DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data"
 
 SAMPLES = {
     "zh": "触发压缩后，旧对话被替换成一个隐藏检查点。上下文窗口（context window）是有限的：32768 个词元。",
