@@ -397,7 +397,7 @@ def test_kill_mid_append_leaves_nothing_half_written(tmp_path):
                 yield Message(id=f"half{{i}}", role="user", parts=[TextPart(text="lost")])
         store.append_messages("k", batch())
     """)
-    proc = subprocess.run([sys.executable, "-c", child], cwd=Path(__file__).parent.parent, timeout=60)
+    proc = subprocess.run([sys.executable, "-c", child], cwd=Path(__file__).parents[2], timeout=60)
     assert proc.returncode == 9
     s = Store(path)
     assert [m.id for m in s.get_session(sid).messages] == ["before"]
