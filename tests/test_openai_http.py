@@ -7,12 +7,12 @@ import json
 
 import httpx
 import pytest
+from worker.server import Settings, create_app
+from worker.store import Store
 
 from backends.base import BackendError, GenerationStats, collect
 from backends.openai_http import OpenAIHttpBackend
 from tests.test_server_fakes import ScriptedBackend, ServerThread, free_port, wait_until
-from worker.server import Settings, create_app
-from worker.store import Store
 
 
 @pytest.fixture(scope="module")
