@@ -136,6 +136,7 @@ def add_setting(parser: argparse.ArgumentParser, defaults: Settings, field: str,
         choices = choices or typing.get_args(base)
     elif base in (int, float):
         kwargs.setdefault("type", base)
-    help_text = f"{info.description or field} [env {env_name(field)}; default: {shown}]"
+    shown_default = "" if shown is None else f"; default: {shown}"
+    help_text = f"{info.description or field} [env {env_name(field)}{shown_default}]"
     parser.add_argument(flag_name(field), default=default, choices=choices, help=help_text.replace("%", "%%"),
                         **kwargs)
