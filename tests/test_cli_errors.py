@@ -78,6 +78,57 @@ def test_console_script_reports_without_traceback(tmp_path):
     assert "model file not found" in proc.stderr
 
 
+def test_bad_environment_value_is_one_line_not_a_traceback(tmp_path):
+    """COMPACTD_PORT=abc compactd models: every command reads the settings, so a bad value in
+    the environment is refused up front, naming the variable."""
+    import os
+
+    env = {**os.environ, "COMPACTD_PORT": "abc"}
+    proc = subprocess.run([sys.executable, "-m", "worker.cli", "models"], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert_one_line_error(proc.returncode, proc.stderr, "COMPACTD_PORT", "--port", "'abc'")
+
+
+@pytest.mark.parametrize(("name", "value", "needle"), [
+    ("COMPACTD_ENGINE", "banana", "COMPACTD_ENGINE"),  # env values no longer bypass the choices
+    ("COMPACTD_PRE_THRESHOLD", "1.5", "COMPACTD_PRE_THRESHOLD"),
+    ("COMPACTD_ROLLING", "maybe", "COMPACTD_ROLLING"),
+    ("COMPACTD_MAX_BODY_BYTES", "12", "--max-body-bytes"),
+])
+def test_bad_environment_values_are_refused(capsys, monkeypatch, name, value, needle):
+    monkeypatch.setenv(name, value)
+    code, _, err = run(capsys, "models")
+    assert_one_line_error(code, err, needle, "invalid")
+
+
+def test_bad_serve_flag_is_one_line(capsys, monkeypatch):
+    monkeypatch.delenv("COMPACTD_API_KEY", raising=False)
+    code, _, err = run(capsys, "serve", "--pre-threshold", "1.5", "--port", "1")
+    assert_one_line_error(code, err, "--pre-threshold")
+
+
+def test_an_api_key_from_the_environment_is_never_echoed(capsys, monkeypatch):
+    monkeypatch.setenv("COMPACTD_API_KEY", "s3cret-key")
+    monkeypatch.setenv("COMPACTD_PORT", "99999")
+    code, _, err = run(capsys, "models")
+    assert_one_line_error(code, err, "COMPACTD_PORT")
+    monkeypatch.delenv("COMPACTD_PORT")
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    help_text = capsys.readouterr().out
+    assert "s3cret" not in err + help_text
+
+
+def test_serve_help_shows_each_default_and_variable(capsys, monkeypatch):
+    monkeypatch.setenv("COMPACTD_QUEUE_SIZE", "7")
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "env COMPACTD_PORT; default: 7433" in text
+    assert "env COMPACTD_QUEUE_SIZE; default: 7" in text  # the default is the environment's
+    assert "env COMPACTD_BODY_TIMEOUT; default: 60.0" in text
+
+
 @pytest.mark.model
 def test_count_json_chinese_equals_engine_both_paths(capsys, gguf_path, tmp_path):
     import json

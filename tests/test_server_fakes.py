@@ -56,7 +56,8 @@ class ServerThread:
     def __init__(self, app: Any, settings: Any = None):
         import uvicorn
 
-        from worker.server import Settings, uvicorn_config
+        from worker.config import Settings
+        from worker.http.app import uvicorn_config
 
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"

@@ -1,7 +1,9 @@
-"""`compactd`: count, compact, inspect, and manage local models.
+"""`compactd`: count, compact, inspect, serve, search history, and manage local models.
 
-Every failure the user can cause (bad file, unknown model, unreadable input, a compaction
-that would not help) is one line on stderr and exit code 2, never a traceback.
+Every subcommand lives here. Every failure the user can cause (bad file, unknown model,
+unreadable input, a bad flag or COMPACTD_* value, a compaction that would not help) is one
+line on stderr and exit code 2, never a traceback. Flags that are settings take their
+defaults from `config.Settings`, so from the environment.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
+import signal
 import sys
 import time
 from contextlib import contextmanager
@@ -17,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from backends.base import BackendError
+
+from .config import Settings, SettingsError, add_setting, load_settings
 
 EXIT_USAGE = 2
 
@@ -306,20 +310,119 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- serve and history ------------------------------------------------------------------
+
+# Every Settings field is a serve flag except `rolling`, which is --no-rolling.
+SERVE_FLAGS = tuple(f for f in Settings.model_fields if f != "rolling")
+
+
+def serve_settings(args: argparse.Namespace) -> Settings:
+    """The serve flags (their defaults already from the environment) as validated Settings."""
+    from .http.guards import check_bind
+
+    settings = load_settings(**{f: getattr(args, f) for f in SERVE_FLAGS}, rolling=not args.no_rolling)
+    check_bind(settings.host, settings.api_key_value())
+    return settings
+
+
+def preflight(settings: Settings) -> None:
+    """What would otherwise only show later as a 503 fails the start instead (one line, exit 2):
+    a missing, truncated or corrupt model file, and a database that cannot be opened. (Weights
+    that pass the header and size checks but fail in llama.cpp still load in the background,
+    and /health reports that error.)"""
+    from .service.store import Store
+
+    if settings.engine != "openai":
+        from backends.models import resolve
+
+        resolved = resolve(settings.model)
+        if resolved.kind == "gguf":
+            from backends.gguf_meta import read_meta
+
+            read_meta(resolved.path)  # header, vocabulary, tensor extents: a cut file shows here
+    Store(settings.store_path()).close()
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .service.records import StoreError
+
+    try:
+        settings = serve_settings(args)
+        preflight(settings)
+    except (ValueError, BackendError, StoreError) as exc:
+        raise CliError(str(exc)) from None
+    import logging
+
+    import uvicorn
+
+    from .http.app import create_app, uvicorn_config
+
+    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    app = create_app(settings)
+    server = uvicorn.Server(uvicorn_config(app, settings))
+    # uvicorn re-raises SIGTERM once its graceful shutdown is done; a requested stop of a
+    # service is a clean exit, so the re-raised signal lands here and run() returns (exit 0).
+    signal.signal(signal.SIGTERM, lambda _sig, _frame: None)
+    print(f"compactd serving on http://{settings.host}:{settings.port} (model loads in the background; "
+          f"GET /health turns 200 when ready)", file=sys.stderr)
+    server.run()
+    return 0 if server.started else 1
+
+
+def cmd_history_search(args: argparse.Namespace) -> int:
+    from .service.history import search
+    from .service.records import StoreError
+    from .service.store import Store, default_db_path
+
+    try:
+        with Store(args.db or default_db_path(args.data_dir)) as store:
+            result = search(store, args.session, args.query, args.limit)
+    except StoreError as exc:
+        raise CliError(str(exc)) from None
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False, indent=2))
+        return 0
+    print(f"{len(result['hits'])} hit(s) for {args.query!r} in {args.session} ({result['mode']})"
+          + (f"; {result['note']}" if result["note"] else ""))
+    for hit in result["hits"]:
+        print(f"- {hit['message_id']} [{hit['role']}] score {hit['score']:.2f}: {hit['snippet']}")
+    return 0
+
+
+def add_service_commands(sub: Any, defaults: Settings) -> None:
+    """`compactd serve` (one flag per Settings field) and `compactd history`."""
+    p = sub.add_parser("serve", help="serve compactions, counts and summaries to local agents over HTTP")
+    for field in SERVE_FLAGS:
+        add_setting(p, defaults, field)
+    p.add_argument("--no-rolling", action="store_true", default=not defaults.rolling,
+                   help="no background rolling summaries [env COMPACTD_ROLLING=0]")
+    p.set_defaults(func=cmd_serve)
+
+    h = sub.add_parser("history", help="search a session's stored history")
+    hsub = h.add_subparsers(dest="history_command", required=True)
+    s = hsub.add_parser("search", help="full-text search (BM25) over one session, tool outputs included")
+    s.add_argument("session")
+    s.add_argument("query")
+    add_setting(s, defaults, "db")
+    s.add_argument("--limit", type=int, default=20)
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_history_search, data_dir=defaults.data_dir)
+
+
 # -- parser -----------------------------------------------------------------------------
 
 
-def _model_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default=os.environ.get("COMPACTD_MODEL"),
-                   help="bundled model name (see `compactd models`), a .gguf file or an MLX model dir")
-    p.add_argument("--engine", choices=["auto", "llama", "mlx"], default=os.environ.get("COMPACTD_ENGINE", "auto"))
-    p.add_argument("--threads", type=int, default=None, help="inference threads (default: all cores)")
-    p.add_argument("--ctx", type=int, default=None, help="engine context size (default 8192)")
-    p.add_argument("--tokenizer", choices=["auto", "engine", "tokenizers"], default="auto",
-                   help="count with llama.cpp itself or the `tokenizers` rebuild of its vocabulary (same ids)")
+def _model_args(p: argparse.ArgumentParser, defaults: Settings) -> None:
+    add_setting(p, defaults, "model")
+    add_setting(p, defaults, "engine", choices=("auto", "llama", "mlx"))
+    add_setting(p, defaults, "threads")
+    add_setting(p, defaults, "ctx")
+    add_setting(p, defaults, "tokenizer")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(defaults: Settings | None = None) -> argparse.ArgumentParser:
+    """Raises SettingsError when a COMPACTD_* variable is invalid (the flags' defaults)."""
+    defaults = defaults or load_settings()
     parser = argparse.ArgumentParser(prog="compactd", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -328,12 +431,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_models)
 
     p = sub.add_parser("info", help="describe the loaded engine and model")
-    _model_args(p)
+    _model_args(p, defaults)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_info)
 
     p = sub.add_parser("count", help="exact token counts of files, with the chars/4 and bytes/4 errors")
-    _model_args(p)
+    _model_args(p, defaults)
     p.add_argument("files", nargs="+")
     p.add_argument("--format", default="auto",
                    help="auto (a transcript is counted as chat, other files as text), text, or a transcript format")
@@ -341,7 +444,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_count)
 
     p = sub.add_parser("inspect", help="what an agent transcript imports as")
-    _model_args(p)
+    _model_args(p, defaults)
     p.add_argument("input")
     p.add_argument("--format", default="auto")
     p.add_argument("--no-count", action="store_true", help="skip the exact token count")
@@ -349,10 +452,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_inspect)
 
     p = sub.add_parser("compact", help="compact a transcript into a checkpoint")
-    _model_args(p)
+    _model_args(p, defaults)
     p.add_argument("input")
     p.add_argument("--format", default="auto")
-    p.add_argument("--context-limit", type=int, default=int(os.environ.get("COMPACTD_CONTEXT_LIMIT", 32_768)))
+    add_setting(p, defaults, "context_limit")
     p.add_argument("--reserved", type=int, default=None, help="tokens reserved for output (default min(20000, max output))")
     p.add_argument("--max-output-tokens", type=int, default=None)
     p.add_argument("--no-model", action="store_true", help="deterministic checkpoint only, no model call")
@@ -379,14 +482,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="benchmarks/results")
     p.set_defaults(func=cmd_bench)
 
-    from .server import add_service_commands
-
-    add_service_commands(sub)
+    add_service_commands(sub, defaults)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        parser = build_parser()
+    except SettingsError as exc:
+        print(f"compactd: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    args = parser.parse_args(argv)
     from .formats.openai import FormatError
     from .pipeline import CompactionRefused
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import httpx
 
 from tests.test_server_fakes import ScriptedBackend, ServerThread, wait_until
-from worker.server import Settings, create_app
-from worker.store import Store
+from worker.config import Settings
+from worker.http.app import create_app
+from worker.service.store import Store
 
 
 def test_client_disconnect_stops_the_stream_at_its_next_token():

@@ -26,7 +26,7 @@ from worker.formats.export import to_openai
 
 pytestmark = pytest.mark.model
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TRAJ = ROOT / "tests/fixtures/sweagent_marshmallow-code__marshmallow-1867.function_calling_replace_from_source.traj"
 CONTEXT_LIMIT = 6000  # usable 4500: the ~8.9k-token transcript overflows it
 MODEL_WAIT_S = 900  # a generous bound for one summary on a busy 2-core CPU

@@ -21,7 +21,8 @@ from tests.test_reliability_common import ROOT, ServeProcess, record
 from tests.test_server_fakes import wait_until
 from worker.formats import load
 from worker.pipeline import CompactionConfig, compact
-from worker.store import INTERRUPTED, Store
+from worker.service.records import INTERRUPTED
+from worker.service.store import Store
 
 pytestmark = pytest.mark.model
 

@@ -34,6 +34,8 @@ from typing import Any
 from backends.base import Backend, GenerationStats
 from backends.engine_thread import BACKGROUND, FOREGROUND
 
+from .records import JobStatus
+
 FOREGROUND_LANE = "foreground"
 BACKGROUND_LANE = "background"
 LANES = (FOREGROUND_LANE, BACKGROUND_LANE)
@@ -46,9 +48,6 @@ LANE_RUNNERS = {FOREGROUND_LANE: 2, BACKGROUND_LANE: 1}
 RETRY_AFTER_MIN_S, RETRY_AFTER_MAX_S = 1, 120
 DEFAULT_JOB_SECONDS = 10.0  # Retry-After guess before any job has finished
 JOB_SECONDS_EWMA = 0.3  # weight of the newest job in the duration average
-
-QUEUED, RUNNING, DONE, FAILED, CANCELLED = "queued", "running", "done", "failed", "cancelled"
-
 
 class Overloaded(Exception):
     """The lane's queue is full: retry after `retry_after` seconds."""
@@ -65,13 +64,15 @@ class JobCancelled(Exception):
 
 @dataclass(eq=False)
 class Job:
+    """A live job: what the scheduler queues and runs (the store keeps its `JobRecord`)."""
+
     id: str
     kind: str
     lane: str
     fn: Callable[[Job], Any]
     session_id: str | None = None
     preemptible: bool = True
-    status: str = QUEUED
+    status: JobStatus = JobStatus.QUEUED
     created: float = field(default_factory=time.time)
     started: float | None = None
     finished: float | None = None
@@ -177,7 +178,7 @@ class Scheduler:
         """Cancel everything: queued jobs are dropped, running ones stop at their next token."""
         for lane in LANES:
             while self._queues[lane]:
-                self._finish(self._queues[lane].popleft(), CANCELLED, error="server shutting down")
+                self._finish(self._queues[lane].popleft(), JobStatus.CANCELLED, error="server shutting down")
         with self._lock:
             running = [j for jobs in self._running.values() for j in jobs]
         for job in running:
@@ -222,23 +223,23 @@ class Scheduler:
 
     def cancel(self, job: Job, reason: str = "cancelled") -> bool:
         """Drop a queued job or flag a running one; False when it had already finished."""
-        if job.status == QUEUED:
+        if job.status == JobStatus.QUEUED:
             try:
                 self._queues[job.lane].remove(job)
             except ValueError:
                 pass
-            self._finish(job, CANCELLED, error=reason)
+            self._finish(job, JobStatus.CANCELLED, error=reason)
             return True
-        if job.status == RUNNING:
+        if job.status == JobStatus.RUNNING:
             job.request_cancel(reason)
             return True
         return False
 
     def promote(self, job: Job) -> None:
         """Move a background job to the foreground lane (an agent now waits on it)."""
-        if job.lane == FOREGROUND_LANE or job.status not in (QUEUED, RUNNING):
+        if job.lane == FOREGROUND_LANE or job.status not in (JobStatus.QUEUED, JobStatus.RUNNING):
             return
-        if job.status == QUEUED:
+        if job.status == JobStatus.QUEUED:
             try:
                 self._queues[job.lane].remove(job)
             except ValueError:
@@ -301,41 +302,41 @@ class Scheduler:
                 continue
             job = self._queues[lane].popleft()
             run_lane = job.lane
-            job.status, job.started = RUNNING, time.time()
+            job.status, job.started = JobStatus.RUNNING, time.time()
             with self._lock:
                 self._running[run_lane].add(job)
             self._on_change(job)
             try:
                 result = await self.loop.run_in_executor(self._executors[lane], job.fn, job)
             except JobCancelled as exc:
-                self._finish(job, CANCELLED, error=str(exc))
+                self._finish(job, JobStatus.CANCELLED, error=str(exc))
             except asyncio.CancelledError:
                 job.request_cancel("server shutting down")
-                self._finish(job, CANCELLED, error="server shutting down")
+                self._finish(job, JobStatus.CANCELLED, error="server shutting down")
                 raise
             except Exception as exc:  # noqa: BLE001 - the job's own failure, reported on the job
-                self._finish(job, FAILED, error=str(exc) or type(exc).__name__, exc=exc)
+                self._finish(job, JobStatus.FAILED, error=str(exc) or type(exc).__name__, exc=exc)
             else:
                 if job.cancelled:
-                    self._finish(job, CANCELLED, error=job.cancel_reason)
+                    self._finish(job, JobStatus.CANCELLED, error=job.cancel_reason)
                 else:
-                    self._finish(job, DONE, result=result)
+                    self._finish(job, JobStatus.DONE, result=result)
             finally:
                 with self._lock:
                     for jobs in self._running.values():
                         jobs.discard(job)
 
-    def _finish(self, job: Job, status: str, *, result: Any = None, error: str | None = None,
+    def _finish(self, job: Job, status: JobStatus, *, result: Any = None, error: str | None = None,
                 exc: BaseException | None = None) -> None:
         job.status, job.finished, job.error, job.result = status, time.time(), error, result
-        if job.started is not None and status == DONE:
+        if job.started is not None and status == JobStatus.DONE:
             took = job.finished - job.started
             self._seconds[job.lane] += JOB_SECONDS_EWMA * (took - self._seconds[job.lane])
         fut = job.future
         if fut is not None and not fut.done():
-            if status == DONE:
+            if status == JobStatus.DONE:
                 fut.set_result(result)
-            elif status == CANCELLED:
+            elif status == JobStatus.CANCELLED:
                 fut.set_exception(JobCancelled(error or "cancelled"))
             else:
                 fut.set_exception(exc or RuntimeError(error or "failed"))
@@ -343,5 +344,5 @@ class Scheduler:
         self._on_change(job)
         # Keep finished jobs a while for GET /v1/jobs; the store keeps them for good.
         if len(self._jobs) > 4 * self.queue_size + 64:
-            for jid in [j for j, v in self._jobs.items() if v.status in (DONE, FAILED, CANCELLED)][:64]:
+            for jid in [j for j, v in self._jobs.items() if v.status.terminal][:64]:
                 del self._jobs[jid]

@@ -20,8 +20,9 @@ from hypothesis.errors import Unsatisfiable
 
 from tests.test_reliability_common import FULL, LoopbackServer, record
 from tests.test_server_fakes import ScriptedBackend, openai_messages, wait_until, work_session
-from worker.server import Settings, create_app
-from worker.store import Store
+from worker.config import Settings
+from worker.http.app import create_app
+from worker.service.store import Store
 
 schemathesis = pytest.importorskip("schemathesis")
 

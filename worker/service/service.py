@@ -1,5 +1,6 @@
 """The service behind the HTTP API: sessions in the store, exact context counts, compaction
-jobs on the scheduler, rolling summaries, metrics. No HTTP here (see server.py).
+jobs on the scheduler, rolling summaries, metrics. No HTTP here (see worker/http/): this is
+the only object the routes call.
 
 Rolling summaries: once a session's context passes `pre_threshold` of its usable budget, each
 burst of appended turns (debounced) queues a background `compact()` that updates the
@@ -17,155 +18,57 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import re
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from backends.base import Backend, GenerationStats
+from backends.base import Backend, GenerationStats, collect
 
-from .checkpoint import Checkpoint
-from .formats import FormatError
-from .formats import load as load_transcript
-from .pipeline import CompactionConfig, CompactionRefused, compact
-from .prune import prune_tool_outputs
+from ..checkpoint import Checkpoint
+from ..formats.export import to_anthropic, to_openai
+from ..pipeline import CompactionConfig, CompactionRefused, compact
+from ..prune import prune_tool_outputs
+from ..session import Session
+from ..tokens import TokenCounter, make_budget
+from . import history
+from .history import AroundResponse, SearchResponse
+from .intake import import_messages, offset_index_ids
+from .metrics import Metrics
+from .records import INTERRUPTED, Audit, Conflict, JobRecord, JobStatus, NotFound, PruneMarker
 from .scheduler import (
     BACKGROUND_LANE,
-    CANCELLED,
-    DONE,
-    FAILED,
     FOREGROUND_LANE,
     LANES,
-    QUEUED,
-    RUNNING,
     Job,
     JobBackend,
-    JobCancelled,
     Overloaded,
     Scheduler,
 )
-from .session import Session
-from .store import INTERRUPTED, Audit, NotFound, PruneMarker, Store
-from .tokens import TokenCounter, make_budget
+from .store import Store
 
 DEFAULT_CONTEXT_LIMIT = 32_768  # same default as `compactd compact`
 DEFAULT_PRE_THRESHOLD = 0.60  # share of usable at which rolling summaries start
 ROLLING_DEBOUNCE_S = 2.0  # turns arrive in bursts (a call, its result, the reply): summarize after the burst
 JOB_WAIT_POLL_S = 0.2  # how often a job waiting on another one checks its own cancellation
-INDEX_ID = re.compile(r"m(\d{5,})(\..+)?")  # ids the openai/anthropic importers number by position
 _ANCHOR = {"role": "system", "content": "."}  # fixed context so per-message counts include markup
 _BEFORE_MEMO = 4096  # in-process memo of [anchor, prev] counts
+# What GET /v1/jobs shows of a job, live (scheduler.Job) or stored (JobRecord) alike.
+JOB_VIEW_FIELDS = ("id", "kind", "lane", "session_id", "status", "created", "started", "finished", "error", "result")
 
 
 class ModelNotReady(Exception):
     """The backend is still loading (or failed to load): 503."""
 
 
-# ----------------------------------------------------------------------------- metrics
-
-LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
-
-METRICS_HELP: dict[str, tuple[str, str]] = {
-    "compactd_model_ready": ("gauge", "1 once the model is loaded"),
-    "compactd_queue_depth": ("gauge", "jobs waiting per lane"),
-    "compactd_jobs_running": ("gauge", "jobs running per lane"),
-    "compactd_jobs_total": ("counter", "finished jobs by kind and status"),
-    "compactd_overload_rejections_total": ("counter", "requests answered 429 because a lane's queue was full"),
-    "compactd_compactions_total": ("counter", "committed compactions: swap (ready rolling summary) or sync (model on the critical path)"),
-    "compactd_compaction_tokens_before_total": ("counter", "context tokens before committed compactions"),
-    "compactd_compaction_tokens_after_total": ("counter", "context tokens after committed compactions"),
-    "compactd_rolling_updates_total": ("counter", "background rolling-summary updates by outcome"),
-    "compactd_prompt_tokens_total": ("counter", "prompt tokens evaluated by the engine (cached ones excluded)"),
-    "compactd_prompt_seconds_total": ("counter", "seconds the engine spent evaluating prompts"),
-    "compactd_decode_tokens_total": ("counter", "tokens generated"),
-    "compactd_decode_seconds_total": ("counter", "seconds the engine spent generating"),
-    "compactd_prompt_tokens_per_second": ("gauge", "prompt evaluation speed of the last generation"),
-    "compactd_decode_tokens_per_second": ("gauge", "decode speed of the last generation"),
-    "compactd_time_to_first_token_seconds": ("histogram", "time to first token per generation, by lane"),
-    "compactd_compaction_seconds": ("histogram", "end-to-end compaction job latency, by mode"),
-    "compactd_chat_completion_seconds": ("histogram", "end-to-end /v1/chat/completions latency"),
-}
-
-Labels = tuple[tuple[str, str], ...]
+class NoCheckpoint(NotFound):
+    """The session exists but has no checkpoint yet: 404."""
 
 
-@dataclass
-class _Histogram:
-    counts: list[int] = field(default_factory=lambda: [0] * len(LATENCY_BUCKETS))
-    total: float = 0.0
-    n: int = 0
-
-    def observe(self, value: float) -> None:
-        for i, bound in enumerate(LATENCY_BUCKETS):
-            if value <= bound:
-                self.counts[i] += 1
-        self.total += value
-        self.n += 1
-
-
-def _labels(labels: Labels, extra: Labels = ()) -> str:
-    items = labels + extra
-    if not items:
-        return ""
-    return "{" + ",".join(f'{k}="{_escape_label(v)}"' for k, v in items) + "}"
-
-
-def _escape_label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def _num(value: float) -> str:
-    return repr(float(value)) if isinstance(value, float) and not value.is_integer() else str(int(value))
-
-
-class Metrics:
-    """Counters, gauges and histograms rendered by hand in the Prometheus text format 0.0.4."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._values: dict[tuple[str, Labels], float] = {}
-        self._hists: dict[tuple[str, Labels], _Histogram] = {}
-
-    def inc(self, name: str, value: float = 1.0, **labels: str) -> None:
-        key = (name, tuple(sorted(labels.items())))
-        with self._lock:
-            self._values[key] = self._values.get(key, 0.0) + value
-
-    def set(self, name: str, value: float, **labels: str) -> None:
-        with self._lock:
-            self._values[(name, tuple(sorted(labels.items())))] = value
-
-    def observe(self, name: str, value: float, **labels: str) -> None:
-        key = (name, tuple(sorted(labels.items())))
-        with self._lock:
-            self._hists.setdefault(key, _Histogram()).observe(value)
-
-    def value(self, name: str, **labels: str) -> float:
-        return self._values.get((name, tuple(sorted(labels.items()))), 0.0)
-
-    def render(self) -> str:
-        with self._lock:
-            values = dict(self._values)
-            hists = {k: _Histogram(list(h.counts), h.total, h.n) for k, h in self._hists.items()}
-        out: list[str] = []
-        for name, (kind, help_text) in METRICS_HELP.items():
-            out += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
-            if kind == "histogram":
-                for (n, labels), h in sorted(hists.items()):
-                    if n != name:
-                        continue
-                    for bound, c in zip(LATENCY_BUCKETS, h.counts, strict=True):
-                        out.append(f"{name}_bucket{_labels(labels, (('le', _num(bound)),))} {c}")
-                    out.append(f"{name}_bucket{_labels(labels, (('le', '+Inf'),))} {h.n}")
-                    out.append(f"{name}_sum{_labels(labels)} {_num(h.total)}")
-                    out.append(f"{name}_count{_labels(labels)} {h.n}")
-                continue
-            for (n, labels), v in sorted(values.items()):
-                if n == name:
-                    out.append(f"{name}{_labels(labels)} {_num(v)}")
-        return "\n".join(out) + "\n"
+class JobFinished(Conflict):
+    """A cancel of a job that has already ended: 409."""
 
 
 # ----------------------------------------------------------------------------- counting
@@ -279,33 +182,10 @@ class SessionState:
     dirty: bool = False  # turns arrived while a rolling update ran
 
 
-def offset_index_ids(session: Session, base: int) -> Session:
-    """Position-numbered ids (m00000, m00001.1, ...) continue after the `base` stored messages,
-    so an append of only the new turns does not collide with the first batch's ids."""
-    if base == 0 or session.source_format not in ("openai", "anthropic"):
-        return session
-    for m in session.messages:
-        match = INDEX_ID.fullmatch(m.id)
-        if match:
-            m.id = f"m{int(match.group(1)) + base:05d}{match.group(2) or ''}"
-    return session
-
-
-def import_messages(payload: Any, fmt: str = "auto") -> Session:
-    """Any supported transcript format, parsed JSON or raw JSONL bytes; FormatError otherwise.
-    A JSON string body is refused: the importers read a str that is not JSON as a file path,
-    and a request must never make the server read its own files."""
-    if not isinstance(payload, (list, dict, bytes)):
-        raise FormatError(f"expected a JSON array or object of messages (or JSONL), got {type(payload).__name__}")
-    if isinstance(payload, list) and not payload:
-        raise FormatError("no messages in the request body")
-    session = load_transcript(payload, format=fmt)
-    if not session.messages:
-        raise FormatError("no messages in the request body")
-    return session
-
-
 class CompactdService:
+    """Sessions, counts, compactions, rolling summaries, chat generations and the views the
+    HTTP routes return; the routes call nothing else."""
+
     def __init__(self, store: Store, config: ServiceConfig | None = None, *, scheduler: Scheduler | None = None,
                  metrics: Metrics | None = None):
         self.store = store
@@ -328,8 +208,8 @@ class CompactdService:
         # Jobs cut off by a previous crash are failed, never silently retried. Queued ones too:
         # the scheduler's queue lived in memory, so nothing would ever run them.
         self.store.fail_interrupted_jobs()
-        for stale in self.store.list_jobs(status="queued"):
-            self.store.update_job(stale.id, FAILED, error=INTERRUPTED)
+        for stale in self.store.list_jobs(status=JobStatus.QUEUED):
+            self.store.update_job(stale.id, JobStatus.FAILED, error=INTERRUPTED)
 
     async def stop(self) -> None:
         for st in self.sessions.values():
@@ -438,11 +318,11 @@ class CompactdService:
         if context_limit is not None:
             self.store.update_session(session_id, context_limit=context_limit)
         st = self.state(session_id)
-        if st.compact_job is not None and st.compact_job.status in (QUEUED, RUNNING):
+        if st.compact_job is not None and not st.compact_job.status.terminal:
             return st.compact_job, {"joined": True}
         prune = await asyncio.to_thread(self.prune_now, session_id)
         rolling = st.rolling_job
-        if rolling is not None and rolling.status in (QUEUED, RUNNING):
+        if rolling is not None and not rolling.status.terminal:
             self.scheduler.promote(rolling)  # an agent now waits on it: its next chunks run first
         job = self.scheduler.submit("compact", lambda j: self._compact_job(j, session_id, rolling),
                                     lane=FOREGROUND_LANE, session_id=session_id, preemptible=False)
@@ -464,7 +344,7 @@ class CompactdService:
 
     def _compact_job(self, job: Job, session_id: str, rolling_job: Job | None) -> dict[str, Any]:
         t0 = time.perf_counter()
-        if rolling_job is not None and rolling_job.status in (QUEUED, RUNNING):
+        if rolling_job is not None and not rolling_job.status.terminal:
             self._wait_for(job, rolling_job)  # it is about to produce the summary we would compute
         backend = JobBackend(self.require_backend(), job, self.scheduler)
         limit = self.session_limit(session_id)
@@ -535,10 +415,10 @@ class CompactdService:
     def _roll_due(self, session_id: str) -> None:
         st = self.state(session_id)
         st.timer = None
-        if st.rolling_job is not None and st.rolling_job.status in (QUEUED, RUNNING):
+        if st.rolling_job is not None and not st.rolling_job.status.terminal:
             st.dirty = True
             return
-        if st.compact_job is not None and st.compact_job.status in (QUEUED, RUNNING):
+        if st.compact_job is not None and not st.compact_job.status.terminal:
             return  # the compaction resets the summary; the next append re-arms it
         try:
             job = self.scheduler.submit("rolling", lambda j: self._rolling_job(j, session_id),
@@ -554,9 +434,9 @@ class CompactdService:
         st = self.state(session_id)
         if st.rolling_job is job:
             st.rolling_job = None
-        outcome = (job.result or {}).get("status", "done") if job.status == DONE else job.status
+        outcome = (job.result or {}).get("status", "done") if job.status == JobStatus.DONE else job.status
         self.metrics.inc("compactd_rolling_updates_total", status=outcome)
-        preempted = job.status == CANCELLED and (job.error or "").startswith("preempted")
+        preempted = job.status == JobStatus.CANCELLED and (job.error or "").startswith("preempted")
         if st.dirty or preempted:
             st.dirty = False
             st.timer = asyncio.get_running_loop().call_later(self.config.debounce_s, self._roll_due, session_id)
@@ -590,20 +470,20 @@ class CompactdService:
 
     def _job_changed(self, job: Job) -> None:
         if job.kind not in ("compact", "rolling"):
-            if job.status in (DONE, FAILED, CANCELLED):
+            if job.status.terminal:
                 self.metrics.inc("compactd_jobs_total", kind=job.kind, status=job.status)
             return
         try:
             if job.id not in self._persisted:
                 self.store.create_job(job.kind, session_id=job.session_id, lane=job.lane, job_id=job.id)
                 self._persisted.add(job.id)
-            if job.status in (RUNNING, DONE, FAILED, CANCELLED):
+            if job.status != JobStatus.QUEUED:
                 if self.store.get_job(job.id).status != job.status:
-                    self.store.update_job(job.id, job.status, error=job.error,  # type: ignore[arg-type]
-                                          result=job.result if job.status == DONE else None)
+                    self.store.update_job(job.id, job.status, error=job.error,
+                                          result=job.result if job.status == JobStatus.DONE else None)
         except NotFound:
             pass  # session unknown to the store: nothing to record
-        if job.status in (DONE, FAILED, CANCELLED):
+        if job.status.terminal:
             self.metrics.inc("compactd_jobs_total", kind=job.kind, status=job.status)
             self._persisted.discard(job.id)
 
@@ -620,15 +500,84 @@ class CompactdService:
         self.metrics.observe("compactd_time_to_first_token_seconds", stats.ttft_ms / 1000, lane=job.lane)
 
     def job_view(self, job_id: str) -> dict[str, Any]:
-        live = self.scheduler.get(job_id)
-        if live is not None:
-            return {"id": live.id, "kind": live.kind, "lane": live.lane, "session_id": live.session_id,
-                    "status": live.status, "created": live.created, "started": live.started,
-                    "finished": live.finished, "error": live.error, "result": live.result}
-        stored = self.store.get_job(job_id)  # NotFound -> 404
-        return {"id": stored.id, "kind": stored.kind, "lane": stored.lane, "session_id": stored.session_id,
-                "status": stored.status, "created": stored.created, "started": stored.started,
-                "finished": stored.finished, "error": stored.error, "result": stored.result}
+        """A job as GET /v1/jobs shows it: the live one while the scheduler holds it, else the
+        stored record (NotFound when neither knows it)."""
+        job: Job | JobRecord = self.scheduler.get(job_id) or self.store.get_job(job_id)
+        return {k: getattr(job, k) for k in JOB_VIEW_FIELDS}
+
+    def cancel_job(self, job_id: str) -> dict[str, Any]:
+        job = self.scheduler.get(job_id)
+        if job is None:
+            self.job_view(job_id)  # NotFound when unknown
+            raise JobFinished(f"job {job_id!r} has already finished")
+        self.scheduler.cancel(job, "cancelled by request")
+        return self.job_view(job_id)
+
+    def cancel(self, job: Job, reason: str) -> None:
+        """Drop a queued job, or stop a running one at its next token (its client went away)."""
+        self.scheduler.cancel(job, reason)
+
+    # -- chat generations ----------------------------------------------------------------
+
+    def submit_chat(self, messages: list[dict[str, Any]], options: dict[str, Any],
+                    sink: Callable[[Any], None] | None = None) -> Job:
+        """A chat generation in the foreground lane, never preempted. Without `sink`, the job's
+        result is (text, stats); with it, every streamed item goes to `sink` as it comes, then
+        the exception that ended the stream if any, then None."""
+        backend = self.require_backend()
+
+        def run(job: Job) -> tuple[str, GenerationStats]:
+            return collect(JobBackend(backend, job, self.scheduler).generate(messages, **options))
+
+        def produce(job: Job) -> None:
+            assert sink is not None
+            try:
+                for item in JobBackend(backend, job, self.scheduler).generate(messages, **options):
+                    sink(item)
+            except BaseException as exc:  # noqa: BLE001 - handed to the stream, then re-raised
+                sink(exc)
+                raise
+            finally:
+                sink(None)
+
+        return self.scheduler.submit("chat", run if sink is None else produce, preemptible=False)
+
+    def chat_done(self, seconds: float) -> None:
+        self.metrics.observe("compactd_chat_completion_seconds", seconds)
+
+    def model_name(self) -> str:
+        return self.require_backend().info().model_name
+
+    # -- reading sessions back -----------------------------------------------------------
+
+    def session_view(self, session_id: str) -> dict[str, Any]:
+        info = self.store.session_info(session_id)
+        return {"id": info.id, "created": info.created, "source_format": info.source_format,
+                "context_limit": info.context_limit or self.config.context_limit, "messages": info.message_count,
+                "checkpoint_version": info.latest_checkpoint}
+
+    def checkpoint_view(self, session_id: str, fmt: str = "openai") -> dict[str, Any]:
+        """The latest checkpoint as the agent takes it: OpenAI messages, or Anthropic's
+        system + messages."""
+        stored = self.store.latest_checkpoint(session_id)
+        if stored is None:
+            self.store.session_info(session_id)  # unknown session -> NotFound first
+            raise NoCheckpoint(f"session {session_id!r} has no checkpoint yet")
+        data = stored.data
+        out: dict[str, Any] = {"session_id": session_id, "version": stored.version, "format": fmt,
+                               "boundary_message_id": stored.boundary_message_id, "tokens": data.get("tokens"),
+                               "summary_text": data.get("summary_text"), "mode": data.get("audit", {}).get("mode")}
+        if fmt == "anthropic":
+            out.update(to_anthropic(data["messages"]))
+        else:
+            out["messages"] = to_openai(data["messages"])
+        return out
+
+    def search(self, session_id: str, query: str, limit: int = 20) -> SearchResponse:
+        return history.search(self.store, session_id, query, limit)
+
+    def around(self, session_id: str, message_id: str, radius: int = 3) -> AroundResponse:
+        return history.around(self.store, session_id, message_id, radius)
 
     def render_metrics(self) -> str:
         for lane in LANES:
@@ -642,6 +591,6 @@ class CompactdService:
 
 
 __all__ = [
-    "CompactdService", "ContextCounter", "JobCancelled", "Metrics", "ModelNotReady", "ServiceConfig",
-    "context_chat", "import_messages", "offset_index_ids",
+    "CompactdService", "ContextCounter", "JobFinished", "ModelNotReady", "NoCheckpoint", "ServiceConfig",
+    "context_chat",
 ]

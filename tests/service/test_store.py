@@ -10,18 +10,11 @@ from pathlib import Path
 
 import pytest
 
-import worker.store as store_module
+import worker.service.store as store_module
+from worker.service.history import RESPONSE_CAP_BYTES, around, search
+from worker.service.records import INTERRUPTED, Audit, Conflict, JobStatus, NotFound, PruneMarker, StoreError
+from worker.service.store import Store
 from worker.session import Message, TextPart, ToolCallPart, ToolResultPart
-from worker.store import (
-    INTERRUPTED,
-    RESPONSE_CAP_BYTES,
-    Audit,
-    Conflict,
-    NotFound,
-    PruneMarker,
-    Store,
-    StoreError,
-)
 
 
 def text(mid: str, role: str, body: str) -> Message:
@@ -103,7 +96,6 @@ def test_messages_are_append_only(store, session, tmp_path):
     conn.execute("UPDATE messages SET tokens = 7 WHERE message_id = 'm3'")
     conn.commit()
     conn.close()
-    assert store.message_tokens(session)["m3"] == 7
     assert store.get_session(session).messages[3].tool_results[0].output == PYTEST_FAIL
 
 
@@ -185,30 +177,28 @@ def test_checkpoint_chain(store, session):
     assert [c.version for c in store.checkpoints(session)] == [1, 2]
     (rec,) = store.audits(session)
     assert rec.checkpoint_version == 2 and rec.audit == audit
-    store.add_audit(session, None, Audit(dropped_message_ids=[]))
-    assert len(store.audits(session)) == 2
     assert store.session_info(session).latest_checkpoint == 2
 
 
 def test_search_chinese_japanese_and_tool_output(store, session):
-    r = store.search(session, "旧对话")
+    r = search(store, session, "旧对话")
     assert r["mode"] == "bm25" and r["hits"][0]["message_id"] == "m5"
     assert "«旧对话»" in r["hits"][0]["snippet"]
 
-    r = store.search(session, "元のエラー")
+    r = search(store, session, "元のエラー")
     assert [h["message_id"] for h in r["hits"]] == ["m6"]
 
     # The error string sits in a tool output; query syntax characters are literal.
-    r = store.search(session, "AssertionError: assert Decimal('58.4730')")
+    r = search(store, session, "AssertionError: assert Decimal('58.4730')")
     assert r["hits"][0]["message_id"] == "m3"
     for q in ["Decimal('58.47')", "fields.py:1474", 'say "hi" OR NOT (x*) ^col: -', "NEAR(a b)"]:
-        store.search(session, q)  # never a syntax error
-    assert store.search(session, "fields.py:1474")["hits"][0]["message_id"] == "m3"
+        search(store, session, q)  # never a syntax error
+    assert search(store, session, "fields.py:1474")["hits"][0]["message_id"] == "m3"
 
 
 def test_search_ranking(store, session):
     # Case-insensitive; found in text, tool output and tool output again.
-    assert {h["message_id"] for h in store.search(session, "decimal")["hits"]} == {"m3", "m4", "m8"}
+    assert {h["message_id"] for h in search(store, session, "decimal")["hits"]} == {"m3", "m4", "m8"}
     # Same length, more occurrences of the error: bm25 ranks it first.
     sid = store.create_session()
     pad = "x" * 200
@@ -217,28 +207,28 @@ def test_search_ranking(store, session):
         result("none", "b", "bash", f"all good {pad} ok ok ok ok ok"),
         result("thrice", "c", "bash", f"ValueError {pad} ValueError ValueError"),
     ])
-    r = store.search(sid, "valueerror")
+    r = search(store, sid, "valueerror")
     assert [h["message_id"] for h in r["hits"]] == ["thrice", "once"]
     assert r["hits"][0]["score"] > r["hits"][1]["score"]
     # Tool call arguments are indexed too.
-    assert store.search(session, "test_fields.py")["hits"][0]["message_id"] == "m2"
+    assert search(store, session, "test_fields.py")["hits"][0]["message_id"] == "m2"
     # No message holds all the terms: any-term fallback, said so.
-    r = store.search(session, "rounding 元のエラー")
+    r = search(store, session, "rounding 元のエラー")
     assert r["mode"] == "bm25-any" and {h["message_id"] for h in r["hits"]} >= {"m1", "m6"}
 
 
 def test_short_query_fallback(store, session):
-    r = store.search(session, "对话")
+    r = search(store, session, "对话")
     assert r["mode"] == "like" and r["note"] and [h["message_id"] for h in r["hits"]] == ["m5"]
-    r = store.search(session, "E")
+    r = search(store, session, "E")
     assert r["mode"] == "like" and r["hits"]
     # A short term next to a long one narrows the indexed match.
-    r = store.search(session, "decimal 圧縮")
+    r = search(store, session, "decimal 圧縮")
     assert r["mode"] == "bm25-any"
-    r = store.search(session, "decimal 58")
+    r = search(store, session, "decimal 58")
     assert r["mode"] == "bm25" and [h["message_id"] for h in r["hits"]] == ["m3"]
-    assert store.search(session, "   ")["hits"] == []
-    assert store.search(session, "%")["hits"] == []  # LIKE wildcards are literal
+    assert search(store, session, "   ")["hits"] == []
+    assert search(store, session, "%")["hits"] == []  # LIKE wildcards are literal
 
 
 def test_search_and_around_capped(store):
@@ -249,14 +239,14 @@ def test_search_and_around_capped(store):
     msgs += [result(f"r{i}", f"k{i}", "bash", huge[: 2000 + 50 * i] + " needle") for i in range(90)]
     store.append_messages(sid, msgs)
 
-    r = store.search(sid, "needle", limit=100)
+    r = search(store, sid, "needle", limit=100)
     size = len(json.dumps(r, ensure_ascii=False).encode())
     assert size <= RESPONSE_CAP_BYTES and r["hits"]
-    r = store.search(sid, "nothing to see here", limit=100)
+    r = search(store, sid, "nothing to see here", limit=100)
     assert len(json.dumps(r, ensure_ascii=False).encode()) <= RESPONSE_CAP_BYTES
     assert r["truncated"] is True
 
-    a = store.around(sid, "big", radius=3)
+    a = around(store, sid, "big", radius=3)
     assert len(json.dumps(a, ensure_ascii=False).encode()) <= RESPONSE_CAP_BYTES
     assert a["truncated"] is True
     target = next(m for m in a["messages"] if m["id"] == "big")
@@ -269,16 +259,16 @@ def test_search_and_around_capped(store):
 
 def test_around(store, session):
     store.mark_pruned(session, [PruneMarker("m3", "c1")])
-    a = store.around(session, "m3", radius=2)
+    a = around(store, session, "m3", radius=2)
     assert [m["id"] for m in a["messages"]] == ["m1", "m2", "m3", "m4", "m5"]
     assert a["truncated"] is False
     m3 = a["messages"][2]
     # A pruned output comes back verbatim, flagged as pruned.
     assert m3["parts"][0]["output"] == PYTEST_FAIL and m3["parts"][0]["compacted_at"] is not None
-    assert [m["id"] for m in store.around(session, "m0", radius=1)["messages"]] == ["m0", "m1"]
-    assert [m["id"] for m in store.around(session, "m8", radius=1)["messages"]] == ["m7", "m8"]
+    assert [m["id"] for m in around(store, session, "m0", radius=1)["messages"]] == ["m0", "m1"]
+    assert [m["id"] for m in around(store, session, "m8", radius=1)["messages"]] == ["m7", "m8"]
     with pytest.raises(NotFound):
-        store.around(session, "zzz")
+        around(store, session, "zzz")
 
 
 def test_jobs_and_interrupted_restart(tmp_path):
@@ -291,8 +281,11 @@ def test_jobs_and_interrupted_restart(tmp_path):
     queued = s.create_job("count", session_id=sid)
     done = s.create_job("count", session_id=sid)
     s.update_job(done.id, "running")
-    d = s.update_job(done.id, "done", result={"tokens": 42})
+    d = s.update_job(done.id, JobStatus.DONE, result={"tokens": 42})
     assert d.result == {"tokens": 42} and d.started is not None and d.finished is not None
+    assert d.status is JobStatus.DONE and d.status.terminal and f"{d.status}" == "done"
+    with pytest.raises(StoreError):
+        s.update_job(queued.id, "paused")
     with pytest.raises(Conflict):
         s.update_job(done.id, "running")
     with pytest.raises(NotFound):
@@ -311,16 +304,11 @@ def test_jobs_and_interrupted_restart(tmp_path):
 
 def test_token_cache(store, session):
     m = conversation()[3]
-    assert store.token_cache_get(m.content_key(), "qwen2.5-0.5b") is None
+    assert store.token_cache_get_many([m.content_key()], "qwen2.5-0.5b") == {}
     store.token_cache_put(m.content_key(), "qwen2.5-0.5b", 321)
-    assert store.token_cache_get(m.content_key(), "qwen2.5-0.5b") == 321
-    assert store.token_cache_get(m.content_key(), "other-model") is None
+    assert store.token_cache_get_many([m.content_key()], "other-model") == {}
     keys = [x.content_key() for x in conversation()]
     assert store.token_cache_get_many(keys, "qwen2.5-0.5b") == {m.content_key(): 321}
-    store.set_message_tokens(session, {"m3": 321})
-    assert store.message_tokens(session)["m3"] == 321
-    with pytest.raises(NotFound):
-        store.set_message_tokens(session, {"nope": 1})
 
 
 def test_reopen_keeps_everything(tmp_path):
@@ -340,9 +328,9 @@ def test_reopen_keeps_everything(tmp_path):
     info = s.session_info(sid)
     assert info.context_limit == 8192 and info.meta == {"k": "v"} and info.message_count == 9
     assert s.latest_checkpoint(sid).data == {"summary": "s"}
-    assert s.token_cache_get("h", "m") == 5
+    assert s.token_cache_get_many(["h"], "m") == {"h": 5}
     assert s.get_job(job.id).status == "queued"
-    assert s.search(sid, "旧对话")["hits"][0]["message_id"] == "m5"
+    assert search(s, sid, "旧对话")["hits"][0]["message_id"] == "m5"
     assert s.list_sessions() == ["keep"]
     s.close()
 
@@ -355,7 +343,7 @@ def test_concurrent_appends_from_threads(store):
         try:
             for i in range(20):
                 store.append_messages(sid, [text(f"t{k}-{i}", "user", f"thread {k} message {i}")])
-                store.search(sid, f"thread {k}")
+                search(store, sid, f"thread {k}")
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
@@ -388,7 +376,7 @@ def test_kill_mid_append_leaves_nothing_half_written(tmp_path):
     child = textwrap.dedent(f"""
         import os
         from worker.session import Message, TextPart
-        from worker.store import Store
+        from worker.service.store import Store
         store = Store({str(path)!r})
         def batch():
             for i in range(50):
@@ -397,11 +385,11 @@ def test_kill_mid_append_leaves_nothing_half_written(tmp_path):
                 yield Message(id=f"half{{i}}", role="user", parts=[TextPart(text="lost")])
         store.append_messages("k", batch())
     """)
-    proc = subprocess.run([sys.executable, "-c", child], cwd=Path(__file__).parent.parent, timeout=60)
+    proc = subprocess.run([sys.executable, "-c", child], cwd=Path(__file__).parents[2], timeout=60)
     assert proc.returncode == 9
     s = Store(path)
     assert [m.id for m in s.get_session(sid).messages] == ["before"]
-    assert s.search(sid, "lost")["hits"] == []
+    assert search(s, sid, "lost")["hits"] == []
     assert s.append_messages(sid, [text("after", "user", "fine")]) == ["after"]
     s.close()
 
@@ -412,7 +400,7 @@ def test_unicode61_fallback_says_so(tmp_path, monkeypatch):
         assert s.fts_tokenizer == "unicode61"
         sid = s.create_session()
         s.append_messages(sid, conversation())
-        r = s.search(sid, "Decimal('58.4730')")
+        r = search(s, sid, "Decimal('58.4730')")
         assert r["note"] and "trigram" in r["note"]
         assert r["hits"][0]["message_id"] == "m3"
-        assert s.search(sid, "E")["mode"] == "bm25"  # no 3-character minimum here
+        assert search(s, sid, "E")["mode"] == "bm25"  # no 3-character minimum here

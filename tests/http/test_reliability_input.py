@@ -13,8 +13,9 @@ from fastapi.testclient import TestClient
 from tests.test_reliability_common import ROOT, assert_error_shape
 from tests.test_server_fakes import ScriptedBackend, openai_messages, wait_until, work_session
 from worker.cli import main
-from worker.server import DEFAULT_MAX_BODY_BYTES, Settings, create_app
-from worker.store import Store
+from worker.config import DEFAULT_MAX_BODY_BYTES, Settings
+from worker.http.app import create_app
+from worker.service.store import Store
 
 CONTEXT = 8000
 HUGE_MESSAGE_BYTES = 50 * 1024 * 1024  # the 50 MB message, over the 32 MiB default limit

@@ -11,12 +11,10 @@ import pytest
 from backends.base import collect
 from backends.engine_thread import BACKGROUND, FOREGROUND
 from tests.test_server_fakes import ScriptedBackend, wait_until
-from worker.scheduler import (
+from worker.service.records import JobStatus
+from worker.service.scheduler import (
     BACKGROUND_LANE,
-    CANCELLED,
-    DONE,
     FOREGROUND_LANE,
-    QUEUED,
     JobBackend,
     JobCancelled,
     Overloaded,
@@ -71,13 +69,13 @@ def test_foreground_is_served_before_queued_background_work(backend):
     order = [tag for _prio, tag in backend.started]
     assert order[0] == "bg0" and order[1] == "fg", order
     assert set(order[2:]) == {"bg1", "bg2"}
-    assert fg.status == DONE and fg.result[0]  # the foreground job got its whole answer
+    assert fg.status == JobStatus.DONE and fg.result[0]  # the foreground job got its whole answer
     # bg0 was running when foreground model work arrived: stopped at its next token.
-    assert bg[0].status == CANCELLED and bg[0].error.startswith("preempted")
+    assert bg[0].status == JobStatus.CANCELLED and bg[0].error.startswith("preempted")
     total = len(backend.reply.split())
     assert wait_until(lambda: len(backend.finished) == 4)
     assert any(t == "bg0" and not complete and n < total for t, n, complete in backend.finished)
-    assert bg[1].status == DONE and bg[2].status == DONE
+    assert bg[1].status == JobStatus.DONE and bg[2].status == JobStatus.DONE
     prios = dict((tag, prio) for prio, tag in backend.started)
     assert prios["fg"] == FOREGROUND and prios["bg1"] == BACKGROUND
 
@@ -102,7 +100,7 @@ def test_full_lane_raises_overloaded_with_retry_after(backend):
     exc, jobs = run_async(scenario())
     assert exc.lane == FOREGROUND_LANE and exc.retry_after >= 1
     assert "queue is full" in str(exc)
-    assert all(j.status == DONE for j in jobs)
+    assert all(j.status == JobStatus.DONE for j in jobs)
 
 
 def test_cancel_queued_job_never_runs_and_running_generation_stops_at_next_token(backend):
@@ -115,7 +113,7 @@ def test_cancel_queued_job_never_runs_and_running_generation_stops_at_next_token
         running = s.submit("chat", gen_job(backend, s, "long"))
         await until(lambda: running.status == "running" and len(backend.started) == 1)
         queued = s.submit("chat", lambda job: ran.append("queued"))
-        assert queued.status == QUEUED
+        assert queued.status == JobStatus.QUEUED
         assert s.cancel(queued, "client disconnected")
         assert s.cancel(running, "client disconnected")
         backend.hold.set()
@@ -126,8 +124,8 @@ def test_cancel_queued_job_never_runs_and_running_generation_stops_at_next_token
         return running, queued
 
     running, queued = run_async(scenario())
-    assert queued.status == CANCELLED and ran == []
-    assert running.status == CANCELLED and running.error == "client disconnected"
+    assert queued.status == JobStatus.CANCELLED and ran == []
+    assert running.status == JobStatus.CANCELLED and running.error == "client disconnected"
     # The engine thread notices the closed stream at its next token.
     assert wait_until(lambda: any(tag == "long" for tag, _n, _c in backend.finished))
     produced = [n for tag, n, complete in backend.finished if tag == "long" and not complete]
@@ -151,5 +149,5 @@ def test_promoted_background_job_is_not_preempted(backend):
         return bg, fg
 
     bg, fg = run_async(scenario())
-    assert bg.status == DONE and bg.lane == FOREGROUND_LANE
-    assert fg.status == DONE
+    assert bg.status == JobStatus.DONE and bg.lane == FOREGROUND_LANE
+    assert fg.status == JobStatus.DONE

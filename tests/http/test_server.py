@@ -11,9 +11,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.test_server_fakes import ScriptedBackend, openai_messages, wait_until, work_session
-from worker.scheduler import FOREGROUND_LANE
-from worker.server import Settings, check_bind, create_app
-from worker.store import Store
+from worker.config import Settings
+from worker.http.app import create_app
+from worker.http.guards import check_bind
+from worker.service.scheduler import FOREGROUND_LANE
+from worker.service.store import Store
 
 CONTEXT = 8000  # usable 6000, pre-threshold 3600: a 12-turn work_session is past it
 
@@ -306,7 +308,7 @@ def parse_prometheus(text: str) -> dict[str, list[tuple[str, float]]]:
         m = SAMPLE.match(line)
         assert m, f"not a sample line: {line!r}"
         name, labels, value = m.group(1), m.group(2) or "", float(m.group(3))
-        family = re.sub(r"_(bucket|sum|count)$", "", name) if name not in types else name
+        family = name if name in types else re.sub(r"_(bucket|sum|count|total|created|info)$", "", name)
         assert family in types, f"sample of an undeclared family: {line!r}"
         samples.setdefault(name, []).append((labels, value))
     return samples
@@ -328,3 +330,22 @@ def test_metrics_text_parses(make_client):
     assert buckets[-1] == count
     assert dict(samples["compactd_compactions_total"]) == {'{mode="swap"}': 1.0}
     assert samples["compactd_compaction_tokens_before_total"][0][1] > samples["compactd_compaction_tokens_after_total"][0][1]
+    # Process metrics come from prometheus-client's collectors; every request's latency is
+    # observed under its route template, never the raw path.
+    assert "python_gc_objects_collected_total" in samples
+    latency = dict(samples["compactd_http_request_duration_seconds_count"])
+    assert latency['{method="POST",route="/v1/sessions/{session_id}/messages",status="200"}'] == 1.0
+    assert latency['{method="POST",route="/v1/chat/completions",status="200"}'] == 1.0
+    assert not any("/v1/sessions/m/" in labels for labels in latency)
+
+
+def test_each_app_has_its_own_metrics_registry(make_client):
+    first, _b1, _app1 = make_client()
+    second, _b2, _app2 = make_client()
+    first.post("/v1/tokenize", json={"text": "hi"})
+    one = first.app.state.service.metrics
+    two = second.app.state.service.metrics
+    assert one.registry is not two.registry
+    route = {"method": "POST", "route": "/v1/tokenize", "status": "200"}
+    assert one.registry.get_sample_value("compactd_http_request_duration_seconds_count", route) == 1.0
+    assert two.registry.get_sample_value("compactd_http_request_duration_seconds_count", route) is None

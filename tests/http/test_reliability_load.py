@@ -22,8 +22,9 @@ import httpx
 
 from tests.test_reliability_common import FULL, LoopbackServer, percentile, record
 from tests.test_server_fakes import ScriptedBackend, wait_until
-from worker.server import Settings, create_app
-from worker.store import Store
+from worker.config import Settings
+from worker.http.app import create_app
+from worker.service.store import Store
 
 CLIENTS = 8
 APPENDS = 200 if FULL else 25  # per client, one message per request

@@ -15,8 +15,9 @@ from fastapi.testclient import TestClient
 from tests.test_reliability_common import LOOPBACK, LoopbackServer, assert_error_shape
 from tests.test_server_fakes import ScriptedBackend, wait_until
 from worker.cli import build_parser, main
-from worker.server import DEFAULT_HOST, Settings, create_app
-from worker.store import Store
+from worker.config import DEFAULT_HOST, Settings
+from worker.http.app import create_app
+from worker.service.store import Store
 
 NON_LOOPBACK = ("0.0.0.0", "::", "[::]", "", "192.168.1.10", "10.0.0.1", "example.com",
                 "localhost.example.com", "127.0.0.1.nip.io")
@@ -71,16 +72,16 @@ def test_a_non_loopback_bind_refuses_to_start_without_a_key(host, capsys, monkey
 
 
 def test_the_api_key_is_compared_in_constant_time(client_factory, monkeypatch):
-    import worker.server as server
+    import worker.http.guards as guards
 
     seen: list[tuple[bytes, bytes]] = []
-    real = server.hmac.compare_digest
+    real = guards.hmac.compare_digest
 
     def spy(a, b):
         seen.append((a, b))
         return real(a, b)
 
-    monkeypatch.setattr(server.hmac, "compare_digest", spy)
+    monkeypatch.setattr(guards.hmac, "compare_digest", spy)
     client = client_factory(api_key="s3cret-key")
     for token in ("wrong", "s3cret-ke", "s3cret-keyy", ""):
         r = client.post("/v1/tokenize", json={"text": "hi"}, headers={"Authorization": f"Bearer {token}"})
@@ -159,7 +160,7 @@ def _recv_all(sock: socket.socket) -> bytes:
 
 def test_silent_and_stalled_clients_are_cut_off():
     backend = ScriptedBackend()
-    settings = Settings(rolling=False, body_timeout_s=SHORT_TIMEOUT_S, header_timeout_s=SHORT_TIMEOUT_S)
+    settings = Settings(rolling=False, body_timeout=SHORT_TIMEOUT_S, header_timeout=SHORT_TIMEOUT_S)
     app = create_app(settings, backend_loader=lambda: backend, store=Store(":memory:"))
     try:
         with LoopbackServer(app, settings) as srv:

@@ -1,0 +1,368 @@
+"""The API's routes, on FastAPI routers; each reaches the service through `Depends`.
+
+Sessions, exact counts and compactions under /v1/sessions and /v1/jobs; the model's own
+tokenizer under /v1/tokenize and /v1/count (and llama-server's /tokenize and
+/apply-template, so the remote backend can be tested against compactd itself); an
+OpenAI-compatible /v1/chat/completions so an agent that takes a separate compaction model
+can point at compactd; /health (503 while the model loads) and /metrics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+
+from backends.base import GenerationStats
+
+from ..formats._common import block_text
+from ..service.metrics import CONTENT_TYPE
+from ..service.scheduler import Job
+from ..service.service import CompactdService
+from .errors import ApiError, api_error_for, error_body
+from .schemas import (
+    MAX_CONTEXT_LIMIT,
+    MIN_CONTEXT_LIMIT,
+    ApplyTemplateRequest,
+    ApplyTemplateResponse,
+    ChatCompletionRequest,
+    CountRequest,
+    CountResponse,
+    JobView,
+    TokenizeRequest,
+    TokenizeResponse,
+    TokenStatus,
+    V1TokenizeRequest,
+    V1TokenizeResponse,
+)
+
+DEFAULT_CHAT_MAX_TOKENS = 1024  # when a request names no max_tokens (and the context allows it)
+DISCONNECT_POLL_S = 0.25  # how often a waiting request checks whether its client went away
+
+
+def get_service(request: Request) -> CompactdService:
+    return request.app.state.service
+
+
+Service = Annotated[CompactdService, Depends(get_service)]
+
+ops = APIRouter(tags=["operations"])
+sessions = APIRouter(tags=["sessions"])
+tokenizer = APIRouter(tags=["tokenizer"])
+openai = APIRouter(tags=["openai"])
+ROUTERS = (ops, sessions, tokenizer, openai)
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+async def wait_for_job(request: Request, service: CompactdService, job: Job) -> Any:
+    """The job's result; if the client goes away first, the job is cancelled (dropped when
+    queued, stopped at its next token when running)."""
+    assert job.future is not None
+    while True:
+        done, _ = await asyncio.wait({job.future}, timeout=DISCONNECT_POLL_S)
+        if done:
+            return job.future.result()
+        if await request.is_disconnected():
+            service.cancel(job, "client disconnected")
+            raise ApiError(499, "client_closed", "client disconnected")
+
+
+async def json_body(request: Request) -> Any:
+    raw = await request.body()
+    ctype = request.headers.get("content-type", "")
+    if "ndjson" in ctype or "jsonl" in ctype:
+        return raw  # JSONL transcripts (Claude Code, pi, codex) go to the importers as bytes
+    try:
+        return json.loads(raw)
+    except (UnicodeDecodeError, ValueError):
+        raise ApiError(400, "invalid_json", "request body is not valid JSON") from None
+    except RecursionError:
+        raise ApiError(400, "invalid_json", "request body is nested too deeply to parse") from None
+
+
+def _chat_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """OpenAI request messages as the engine's template takes them (content parts flattened)."""
+    out = []
+    for i, m in enumerate(messages):
+        if not isinstance(m.get("role"), str):
+            raise ApiError(400, "invalid_request", f"messages[{i}] has no role")
+        msg = {k: v for k, v in m.items() if k in ("role", "content", "tool_calls", "tool_call_id", "name")}
+        msg["content"] = block_text(m.get("content"))
+        out.append(msg)
+    return out
+
+
+def _accepts(fn: Callable, name: str) -> bool:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+
+
+def _json_schema(response_format: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not response_format:
+        return None
+    kind = response_format.get("type")
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return response_format.get("schema") or {"type": "object"}
+    if kind == "json_schema":
+        # OpenAI nests it as json_schema.schema; llama-server also takes a top-level schema.
+        schema = (response_format.get("json_schema") or {}).get("schema") or response_format.get("schema")
+        if not isinstance(schema, dict):
+            raise ApiError(400, "invalid_request", "response_format json_schema needs a schema object")
+        return schema
+    raise ApiError(400, "invalid_request", f"unsupported response_format type {kind!r}")
+
+
+def _timings(stats: GenerationStats) -> dict[str, Any]:
+    prompt_n = max(0, stats.prompt_tokens - stats.cached_prompt_tokens)
+    return {
+        "cache_n": stats.cached_prompt_tokens,
+        "prompt_n": prompt_n,
+        "prompt_ms": round(stats.prompt_ms, 3),
+        "prompt_per_token_ms": round(stats.prompt_ms / prompt_n, 3) if prompt_n else 0.0,
+        "prompt_per_second": round(stats.prompt_tps, 3),
+        "predicted_n": stats.decode_tokens,
+        "predicted_ms": round(stats.decode_ms, 3),
+        "predicted_per_token_ms": round(stats.decode_ms / stats.decode_tokens, 3) if stats.decode_tokens else 0.0,
+        "predicted_per_second": round(stats.decode_tps, 3),
+    }
+
+
+def _usage(stats: GenerationStats) -> dict[str, Any]:
+    return {
+        "prompt_tokens": stats.prompt_tokens,
+        "completion_tokens": stats.decode_tokens,
+        "total_tokens": stats.prompt_tokens + stats.decode_tokens,
+        "prompt_tokens_details": {"cached_tokens": stats.cached_prompt_tokens},
+    }
+
+
+# ----------------------------------------------------------------------------- health and metrics
+
+
+@ops.get("/health")
+async def health(service: Service) -> Any:
+    if service.ready:
+        return {"status": "ok"}
+    message = service.load_error or "Loading model"
+    return JSONResponse(error_body(503, message, "unavailable_error"), status_code=503)
+
+
+@ops.get("/metrics", response_class=PlainTextResponse)
+async def metrics(service: Service) -> Any:
+    return PlainTextResponse(service.render_metrics(), media_type=CONTENT_TYPE)
+
+
+# ----------------------------------------------------------------------------- sessions
+
+TRANSCRIPT_BODY = {"requestBody": {"required": True, "description": "messages in any supported transcript "
+                                   "format (OpenAI, Anthropic, Claude Code, pi, codex, SWE-agent, opencode)",
+                                   "content": {"application/json": {"schema": {}},
+                                               "application/x-ndjson": {"schema": {"type": "string"}}}}}
+
+
+@sessions.post("/v1/sessions/{session_id}/messages", openapi_extra=TRANSCRIPT_BODY)
+async def append_messages(
+    session_id: str, request: Request, service: Service,
+    format: str = Query("auto", description="transcript format, or auto to detect"),
+    mode: Literal["append", "sync"] = Query(
+        "append", description="append: the body holds new messages only (position-numbered ids continue "
+                              "after the stored ones); sync: the body is the whole transcript so far"),
+    context_limit: int | None = Query(None, ge=MIN_CONTEXT_LIMIT, le=MAX_CONTEXT_LIMIT,
+                                      description="the agent model's context window"),
+) -> Any:
+    payload = await json_body(request)
+    return await service.append(session_id, payload, fmt=format, mode=mode, context_limit=context_limit)
+
+
+@sessions.get("/v1/sessions/{session_id}")
+async def session_info(session_id: str, service: Service) -> Any:
+    return service.session_view(session_id)
+
+
+@sessions.get("/v1/sessions/{session_id}/tokens", response_model=TokenStatus)
+async def session_tokens(session_id: str, service: Service) -> Any:
+    return await service.tokens(session_id)
+
+
+@sessions.post("/v1/sessions/{session_id}/compact")
+async def compact_session(
+    session_id: str, request: Request, service: Service,
+    wait: bool = Query(True, description="wait for the checkpoint; false: 202 with a job to poll"),
+    context_limit: int | None = Query(None, ge=MIN_CONTEXT_LIMIT, le=MAX_CONTEXT_LIMIT),
+) -> Any:
+    job, extra = await service.submit_compaction(session_id, context_limit)
+    if not wait:
+        return JSONResponse({"job": service.job_view(job.id), **extra}, status_code=202)
+    result = await wait_for_job(request, service, job)
+    return {**result, **extra, "job_id": job.id, "checkpoint": service.checkpoint_view(session_id, "openai")}
+
+
+@sessions.get("/v1/sessions/{session_id}/checkpoint")
+async def get_checkpoint(session_id: str, service: Service,
+                         format: Literal["openai", "anthropic"] = "openai") -> Any:
+    return service.checkpoint_view(session_id, format)
+
+
+@sessions.get("/v1/sessions/{session_id}/history/search")
+async def history_search(session_id: str, service: Service, q: str = Query(..., min_length=1),
+                         limit: int = Query(20, ge=1, le=100)) -> Any:
+    return await asyncio.to_thread(service.search, session_id, q, limit)
+
+
+@sessions.get("/v1/sessions/{session_id}/history/around")
+async def history_around(session_id: str, service: Service, message_id: str = Query(..., min_length=1),
+                         radius: int = Query(3, ge=0, le=50)) -> Any:
+    return await asyncio.to_thread(service.around, session_id, message_id, radius)
+
+
+@sessions.get("/v1/jobs/{job_id}", response_model=JobView)
+async def get_job(job_id: str, service: Service) -> Any:
+    return service.job_view(job_id)
+
+
+@sessions.delete("/v1/jobs/{job_id}", response_model=JobView)
+async def cancel_job(job_id: str, service: Service) -> Any:
+    return service.cancel_job(job_id)
+
+
+# ----------------------------------------------------------------------------- tokenizer
+
+
+@tokenizer.post("/v1/tokenize", response_model=V1TokenizeResponse)
+async def v1_tokenize(body: V1TokenizeRequest, service: Service) -> Any:
+    backend = service.require_backend()
+    tokens = await asyncio.to_thread(backend.tokenize, body.text)
+    return {"model": service.model_name(), "tokens": tokens, "count": len(tokens)}
+
+
+@tokenizer.post("/v1/count", response_model=CountResponse)
+async def v1_count(body: CountRequest, service: Service) -> Any:
+    backend = service.require_backend()
+    if (body.text is None) == (body.messages is None):
+        raise ApiError(400, "invalid_request", "give exactly one of text or messages")
+    if body.messages is not None:
+        msgs = _chat_messages(body.messages)
+        n = await asyncio.to_thread(backend.count_messages, msgs, body.add_generation_prompt)
+        return {"model": service.model_name(), "tokens": n, "kind": "messages"}
+    n = await asyncio.to_thread(backend.count, body.text or "")
+    return {"model": service.model_name(), "tokens": n, "kind": "text"}
+
+
+@tokenizer.post("/tokenize", response_model=TokenizeResponse)
+async def llama_tokenize(body: TokenizeRequest, service: Service) -> Any:
+    backend = service.require_backend()
+    if body.with_pieces:
+        raise ApiError(400, "invalid_request", "with_pieces is not supported")
+    text = body.content
+    meta = getattr(backend, "meta", None)
+    if body.add_special and meta is not None and getattr(meta, "add_bos", False):
+        text = getattr(meta, "bos_token", "") + text
+    return {"tokens": await asyncio.to_thread(backend.tokenize, text)}
+
+
+@tokenizer.post("/apply-template", response_model=ApplyTemplateResponse)
+async def apply_template(body: ApplyTemplateRequest, service: Service) -> Any:
+    backend = service.require_backend()
+    prompt = await asyncio.to_thread(backend.render_messages, _chat_messages(body.messages),
+                                     body.add_generation_prompt)
+    return {"prompt": prompt}
+
+
+# ----------------------------------------------------------------------------- OpenAI-compatible
+
+
+@openai.get("/v1/models")
+async def models(service: Service) -> Any:
+    info = service.require_backend().info()
+    return {"object": "list", "data": [{
+        "id": info.model_name, "object": "model", "created": 0, "owned_by": "compactd",
+        "meta": {"n_ctx": info.context_size, "n_ctx_train": info.trained_context, "n_vocab": info.vocab_size,
+                 "engine": info.engine, "architecture": info.architecture, "quantization": info.quantization},
+    }]}
+
+
+@openai.post("/v1/chat/completions")
+async def chat_completions(body: ChatCompletionRequest, request: Request, service: Service) -> Any:
+    backend = service.require_backend()
+    messages = _chat_messages(body.messages)
+    schema = _json_schema(body.response_format)
+    prompt_tokens = await asyncio.to_thread(backend.count_messages, messages)
+    ctx = backend.info().context_size
+    wanted = body.max_completion_tokens or body.max_tokens
+    max_tokens = wanted or min(DEFAULT_CHAT_MAX_TOKENS, max(0, ctx - prompt_tokens))
+    if ctx and prompt_tokens + max_tokens > ctx:
+        raise ApiError(400, "context_length_exceeded",
+                       f"prompt of {prompt_tokens} tokens + {max_tokens} to generate exceeds the context of {ctx}")
+    if max_tokens < 1:
+        raise ApiError(400, "context_length_exceeded", f"prompt of {prompt_tokens} tokens fills the context of {ctx}")
+    options: dict[str, Any] = {"max_tokens": max_tokens, "temperature": body.temperature, "json_schema": schema,
+                               "isolated": False}
+    if body.stop and _accepts(backend.generate, "stop"):
+        options["stop"] = [body.stop] if isinstance(body.stop, str) else body.stop
+    cid = f"chatcmpl-{uuid.uuid4().hex[:24]}"
+    created = int(time.time())
+    name = body.model or service.model_name()
+    t0 = time.perf_counter()
+
+    if not body.stream:
+        job = service.submit_chat(messages, options)
+        text, stats = await wait_for_job(request, service, job)
+        service.chat_done(time.perf_counter() - t0)
+        return {
+            "id": cid, "object": "chat.completion", "created": created, "model": name,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                         "finish_reason": stats.finish_reason or "stop"}],
+            "usage": _usage(stats), "timings": _timings(stats),
+        }
+
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue = asyncio.Queue()
+    job = service.submit_chat(messages, options, sink=lambda item: loop.call_soon_threadsafe(queue.put_nowait, item))
+
+    def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
+        payload = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": name,
+                   "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
+        return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
+
+    async def events() -> AsyncIterator[str]:
+        stats = GenerationStats()
+        finished = False
+        try:
+            yield chunk({"role": "assistant", "content": ""})
+            while True:
+                item = await queue.get()
+                if item is None:  # the end of the stream
+                    finished = True
+                    break
+                if isinstance(item, BaseException):
+                    finished = True
+                    err = api_error_for(item)
+                    yield f"data: {json.dumps(error_body(err.code, err.message, err.type))}\n\n"
+                    return
+                if isinstance(item, GenerationStats):
+                    stats = item
+                    continue
+                yield chunk({"content": item})
+            yield chunk({}, stats.finish_reason or "stop", usage=_usage(stats), timings=_timings(stats))
+            yield "data: [DONE]\n\n"
+            service.chat_done(time.perf_counter() - t0)
+        finally:
+            if not finished:  # the client went away: stop the generation at its next token
+                service.cancel(job, "client disconnected")
+
+    return StreamingResponse(events(), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
