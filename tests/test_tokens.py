@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from worker.store import Store
 
 from tests.fakes import ScriptedBackend
 from tests.test_server_fakes import work_session
+from worker.service.store import Store
 from worker.tokens import MemoryTokenCache, TokenCounter, model_key
 
 

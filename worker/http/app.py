@@ -53,9 +53,7 @@ def backend_factory(settings: Settings) -> Callable[[], Backend]:
         if settings.tokenizer != "auto":
             options["tokenizer"] = settings.tokenizer
         backend = load_backend(settings.model, engine=settings.engine, **options)
-        loader = getattr(backend, "load", None)
-        if callable(loader):
-            loader()  # weights now, so that 200 on /health means generation is ready
+        backend.load()  # weights now, so that 200 on /health means generation is ready
         return backend
 
     return load

@@ -10,11 +10,10 @@ can point at compactd; /health (503 while the model loads) and /metrics.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -99,14 +98,6 @@ def _chat_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         msg["content"] = block_text(m.get("content"))
         out.append(msg)
     return out
-
-
-def _accepts(fn: Callable, name: str) -> bool:
-    try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
-    return name in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
 def _json_schema(response_format: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -268,9 +259,9 @@ async def llama_tokenize(body: TokenizeRequest, service: Service) -> Any:
     if body.with_pieces:
         raise ApiError(400, "invalid_request", "with_pieces is not supported")
     text = body.content
-    meta = getattr(backend, "meta", None)
-    if body.add_special and meta is not None and getattr(meta, "add_bos", False):
-        text = getattr(meta, "bos_token", "") + text
+    meta = backend.meta
+    if body.add_special and meta is not None and meta.add_bos:
+        text = meta.bos_token + text
     return {"tokens": await asyncio.to_thread(backend.tokenize, text)}
 
 
@@ -311,7 +302,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, servic
         raise ApiError(400, "context_length_exceeded", f"prompt of {prompt_tokens} tokens fills the context of {ctx}")
     options: dict[str, Any] = {"max_tokens": max_tokens, "temperature": body.temperature, "json_schema": schema,
                                "isolated": False}
-    if body.stop and _accepts(backend.generate, "stop"):
+    if body.stop:
         options["stop"] = [body.stop] if isinstance(body.stop, str) else body.stop
     cid = f"chatcmpl-{uuid.uuid4().hex[:24]}"
     created = int(time.time())

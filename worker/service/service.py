@@ -16,11 +16,7 @@ A restart loses the rolling summary (the next compaction is then synchronous), n
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -31,7 +27,7 @@ from ..checkpoint import Checkpoint
 from ..formats.export import to_anthropic, to_openai
 from ..pipeline import CompactionConfig, CompactionRefused, compact
 from ..prune import prune_tool_outputs
-from ..session import Session
+from ..session import Session, boundary_index
 from ..tokens import TokenCounter, make_budget
 from . import history
 from .history import AroundResponse, SearchResponse
@@ -53,8 +49,6 @@ DEFAULT_CONTEXT_LIMIT = 32_768  # same default as `compactd compact`
 DEFAULT_PRE_THRESHOLD = 0.60  # share of usable at which rolling summaries start
 ROLLING_DEBOUNCE_S = 2.0  # turns arrive in bursts (a call, its result, the reply): summarize after the burst
 JOB_WAIT_POLL_S = 0.2  # how often a job waiting on another one checks its own cancellation
-_ANCHOR = {"role": "system", "content": "."}  # fixed context so per-message counts include markup
-_BEFORE_MEMO = 4096  # in-process memo of [anchor, prev] counts
 # What GET /v1/jobs shows of a job, live (scheduler.Job) or stored (JobRecord) alike.
 JOB_VIEW_FIELDS = ("id", "kind", "lane", "session_id", "status", "created", "started", "finished", "error", "result")
 
@@ -71,87 +65,13 @@ class JobFinished(Conflict):
     """A cancel of a job that has already ended: 409."""
 
 
-# ----------------------------------------------------------------------------- counting
-
-
-def _chat_key(*parts: Any) -> str:
-    return hashlib.sha1(json.dumps(parts, ensure_ascii=False, sort_keys=True).encode()).hexdigest()
-
-
-def model_key(backend: Backend) -> str:
-    """Cache key of a tokenizer + chat template: a count is only reused for the same pair."""
-    info = backend.info()
-    probe = backend.render_messages([_ANCHOR, {"role": "user", "content": "x"}], add_generation_prompt=True)
-    template = hashlib.sha1(probe.encode()).hexdigest()[:12]
-    return f"{info.engine}|{info.model_name}|{info.vocab_size}|{template}"
-
-
-class ContextCounter:
-    """Exact counts of a chat, with each message's share cached in the store's token cache.
-
-    A message's share is what it adds after its predecessor (templates render tool results
-    differently after a tool result), so the cache key is (previous, message). The whole
-    count is `frame + sum(shares)`, the frame being what the template adds around the list
-    (a default system prompt, the generation prompt): appending one message costs two small
-    counts, whatever the length of the session."""
-
-    def __init__(self, backend: Backend, store: Store, key: str | None = None):
-        self.backend = backend
-        self.store = store
-        self.key = key or model_key(backend)
-        self._anchor = backend.count_messages([_ANCHOR], add_generation_prompt=False)
-        self._before: OrderedDict[str, int] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def _count_before(self, prev: dict[str, Any]) -> int:
-        k = _chat_key(prev)
-        with self._lock:
-            if k in self._before:
-                self._before.move_to_end(k)
-                return self._before[k]
-        n = self.backend.count_messages([_ANCHOR, prev], add_generation_prompt=False)
-        with self._lock:
-            self._before[k] = n
-            if len(self._before) > _BEFORE_MEMO:
-                self._before.popitem(last=False)
-        return n
-
-    def share(self, prev: dict[str, Any] | None, message: dict[str, Any]) -> int:
-        before = self._anchor if prev is None else self._count_before(prev)
-        context = [_ANCHOR] + ([prev] if prev is not None else [])
-        return self.backend.count_messages(context + [message], add_generation_prompt=False) - before
-
-    def count(self, chat: list[dict[str, Any]]) -> tuple[int, int]:
-        """(exact tokens, how many shares had to be counted now)."""
-        if not chat:
-            return 0, 0
-        keys = [_chat_key(chat[i - 1] if i else None, m) for i, m in enumerate(chat)]
-        frame_key = _chat_key("frame", chat[0])
-        known = self.store.token_cache_get_many(keys + [frame_key], self.key)
-        counted = 0
-        total = 0
-        for i, (k, m) in enumerate(zip(keys, chat, strict=True)):
-            if k not in known:
-                known[k] = self.share(chat[i - 1] if i else None, m)
-                self.store.token_cache_put(k, self.key, known[k])
-                counted += 1
-            total += known[k]
-        if frame_key not in known:
-            first = self.backend.count_messages([chat[0]], add_generation_prompt=True)
-            known[frame_key] = first - self.share(None, chat[0])
-            self.store.token_cache_put(frame_key, self.key, known[frame_key])
-        return total + known[frame_key], counted
-
-
 def context_chat(session: Session, committed: Checkpoint | None) -> list[dict[str, Any]]:
     """What the agent sends now: the last checkpoint's system + summary, then every message
     after its boundary (its tail included); the whole session when there is no checkpoint."""
-    if committed is None or not committed.boundary_message_id:
+    start = boundary_index(session, committed.boundary_message_id if committed is not None else None)
+    if committed is None or start == 0:
         return session.to_chat()
-    ids = [m.id for m in session.messages]
-    if committed.boundary_message_id not in ids:
-        return session.to_chat()
-    after = session.messages[ids.index(committed.boundary_message_id) + 1 :]
+    after = session.messages[start:]
     summary_at = next(
         (i for i, m in enumerate(committed.messages) if m.get("content") == committed.summary_text), None
     )
@@ -197,7 +117,6 @@ class CompactdService:
         self.backend: Backend | None = None
         self.load_error: str | None = None
         self.counter: TokenCounter | None = None
-        self.context_counter: ContextCounter | None = None
         self.sessions: dict[str, SessionState] = {}
         self._persisted: set[str] = set()
 
@@ -219,8 +138,7 @@ class CompactdService:
 
     def set_backend(self, backend: Backend) -> None:
         """Called once the model has loaded (in the background at start-up)."""
-        self.counter = TokenCounter(backend)
-        self.context_counter = ContextCounter(backend, self.store)
+        self.counter = TokenCounter(backend, self.store)
         self.backend = backend
         self.metrics.set("compactd_model_ready", 1)
 
@@ -272,12 +190,12 @@ class CompactdService:
         return await asyncio.to_thread(self._tokens_sync, session_id)
 
     def _tokens_sync(self, session_id: str) -> dict[str, Any]:
-        assert self.context_counter is not None
+        assert self.counter is not None
         limit = self.session_limit(session_id)
         session = self.store.get_session(session_id)
         version, committed = self.committed(session_id)
         chat = context_chat(session, committed)
-        total, counted = self.context_counter.count(chat)
+        total, counted = self.counter.count(chat)
         budget = make_budget(limit)
         st = self.state(session_id)
         return {
@@ -296,11 +214,7 @@ class CompactdService:
         assert self.counter is not None
         session = self.store.get_session(session_id)
         _version, committed = self.committed(session_id)
-        start = 0
-        if committed is not None and committed.boundary_message_id:
-            ids = [m.id for m in session.messages]
-            if committed.boundary_message_id in ids:
-                start = ids.index(committed.boundary_message_id) + 1
+        start = boundary_index(session, committed.boundary_message_id if committed is not None else None)
         view = session.model_copy(update={"messages": [
             m.model_copy(update={"compacted": True}) if i < start else m for i, m in enumerate(session.messages)
         ]})
@@ -362,8 +276,8 @@ class CompactdService:
             mode = "sync"
             config = CompactionConfig(context_limit=limit, use_model=True, priority=job.priority)
             previous = committed
-        assert self.context_counter is not None
-        context_before, _ = self.context_counter.count(context_chat(session, committed))
+        assert self.counter is not None
+        context_before, _ = self.counter.count(context_chat(session, committed))
         # What the agent holds is the last committed checkpoint plus what came after it.
         result = compact(session, backend, config, previous=previous, counter=self.counter,
                          held_tokens=context_before)
@@ -453,8 +367,8 @@ class CompactdService:
         previous = committed
         config = CompactionConfig(context_limit=self.session_limit(session_id), use_model=True,
                                   priority=job.priority)
-        assert self.context_counter is not None
-        held, _ = self.context_counter.count(context_chat(session, committed))
+        assert self.counter is not None
+        held, _ = self.counter.count(context_chat(session, committed))
         try:
             result = compact(session, backend, config, previous=previous, counter=self.counter, held_tokens=held)
         except CompactionRefused as exc:
@@ -591,6 +505,6 @@ class CompactdService:
 
 
 __all__ = [
-    "CompactdService", "ContextCounter", "JobFinished", "ModelNotReady", "NoCheckpoint", "ServiceConfig",
+    "CompactdService", "JobFinished", "ModelNotReady", "NoCheckpoint", "ServiceConfig",
     "context_chat",
 ]
