@@ -16,6 +16,21 @@ LLAMA_CMAKE_ARGS := -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_B
 ifeq ($(UNAME_S)-$(UNAME_M),Linux-x86_64)
 LLAMA_CMAKE_ARGS += -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 endif
+# A GPU build where there is a GPU: CUDA when nvidia-smi lists a GPU and nvcc is installed (a
+# toolkit alone, as on CPU-only CI images, is not enough: a CUDA compile there costs an hour for
+# nothing); every layer is then offloaded (backends/llama_cpp.py). Metal on Apple Silicon, where
+# MLX is the default engine anyway. pip keys its wheel cache by the sdist alone, so a CUDA wheel
+# gets a cache of its own.
+HAS_GPU := $(shell nvidia-smi -L 2>/dev/null | grep -q GPU && echo 1)
+NVCC := $(if $(HAS_GPU),$(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null))
+PIP_ENV :=
+ifneq ($(NVCC),)
+LLAMA_CMAKE_ARGS += -DGGML_CUDA=ON
+PIP_ENV := CUDACXX=$(NVCC) PIP_CACHE_DIR=$(HOME)/.cache/compactd-pip-cuda
+endif
+ifeq ($(UNAME_S)-$(UNAME_M),Darwin-arm64)
+LLAMA_CMAKE_ARGS += -DGGML_METAL=ON
+endif
 NPROC := $(shell nproc 2>/dev/null || sysctl -n hw.ncpu 2>/dev/null || echo 2)
 
 .PHONY: install demo test bench lint clean
@@ -24,7 +39,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	@echo "Installing compactd (first time: llama.cpp compiles for ~16 min on 2 cores; later installs reuse pip's cached wheel)"
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$(NPROC) $(BIN)/python -m pip install -q -e ".[$(EXTRAS)]"
+	$(PIP_ENV) CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$(NPROC) $(BIN)/python -m pip install -q -e ".[$(EXTRAS)]"
 	touch $(STAMP)
 
 install: $(STAMP)

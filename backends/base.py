@@ -61,6 +61,7 @@ class ModelInfo:
     trained_context: int
     vocab_size: int
     context_size: int = 0
+    accelerator: str = "CPU"  # where the weights run: "CPU", "CUDA", "Metal", an MLX device, "remote"
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

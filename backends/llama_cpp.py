@@ -27,6 +27,9 @@ from .local_tokenizer import LocalTokenizerMixin, peak_rss_mb
 VOCAB_ONLY_N_CTX = 512
 DEFAULT_N_CTX = 8192
 DEFAULT_N_BATCH = 512
+# n_gpu_layers: a CUDA or Metal build offloads the whole model (a 0.5-1.5B model fits any GPU);
+# a CPU build ignores it.
+OFFLOAD_ALL_LAYERS = -1
 # Saved KV states of summarizer prompts, per cache key (a session): successive updates of one
 # session share instructions + previous summary + the conversation so far, so only the new
 # messages are evaluated. A few entries: each holds the KV of a whole prompt (tens of MB).
@@ -39,6 +42,20 @@ def _import_llama() -> Any:
     except ImportError:
         raise BackendError("llama-cpp-python is not installed: pip install 'compactd[llama]'") from None
     return llama_cpp
+
+
+def accelerator() -> str:
+    """The GPU backend this llama.cpp build runs on ("CUDA", "Metal", "Vulkan"...), or "CPU".
+
+    llama.cpp's system info lists one `NAME : features |` group per compiled backend, CPU
+    first; a build with a GPU backend offloads every layer to it (OFFLOAD_ALL_LAYERS)."""
+    llama_cpp = _import_llama()
+    if not llama_cpp.llama_supports_gpu_offload():
+        return "CPU"
+    info = llama_cpp.llama_print_system_info().decode("utf-8", "replace")
+    names = [g.split(" : ", 1)[0].strip() for g in info.split("|") if " : " in g]
+    gpus = [n for n in names if n and n != "CPU"]
+    return gpus[0] if gpus else "GPU"
 
 
 def _engine_version() -> str:
@@ -100,7 +117,8 @@ class LlamaCppBackend(LocalTokenizerMixin):
         if vocab_only:
             kwargs.update(vocab_only=True, n_ctx=VOCAB_ONLY_N_CTX)
         else:
-            kwargs.update(n_ctx=self.n_ctx, n_threads=self.n_threads, n_batch=self.n_batch)
+            kwargs.update(n_ctx=self.n_ctx, n_threads=self.n_threads, n_batch=self.n_batch,
+                          n_gpu_layers=OFFLOAD_ALL_LAYERS)
         try:
             return self._llama_cpp.Llama(**kwargs)
         except (ValueError, RuntimeError) as exc:
@@ -248,6 +266,7 @@ class LlamaCppBackend(LocalTokenizerMixin):
             trained_context=self.meta.context_length,
             vocab_size=self.meta.vocab_size,
             context_size=self.n_ctx,
+            accelerator=accelerator(),
             extra={
                 "tokenizer": "tokenizers (rebuilt from GGUF vocab)" if self._tok is not None else "llama.cpp",
                 "threads": self.n_threads,

@@ -59,6 +59,13 @@ def _token_str(value: Any) -> str:
     return str(value or "")
 
 
+def _device() -> str:
+    """MLX's default device: the Apple GPU (Metal) on Apple Silicon, the CPU elsewhere."""
+    import mlx.core as mx
+
+    return "Metal" if mx.default_device().type == mx.gpu else "CPU"
+
+
 def _versions() -> tuple[str, str]:
     def v(dist: str) -> str:
         try:
@@ -441,6 +448,7 @@ class MlxBackend(LocalTokenizerMixin):
             trained_context=self.trained_context,
             vocab_size=int(self.config.get("vocab_size") or self._tok.get_vocab_size(with_added_tokens=True)),
             context_size=self.n_ctx,
+            accelerator=_device(),
             extra=extra,
         )
 

@@ -188,7 +188,7 @@ class OpenAIHttpBackend:
             model_name=self._model or str(entry.get("id") or "remote"), model_path=self.base_url,
             architecture=str(meta.get("architecture") or ""), quantization=str(meta.get("quantization") or ""),
             trained_context=int(meta.get("n_ctx_train") or 0), vocab_size=int(meta.get("n_vocab") or 0),
-            context_size=int(n_ctx), extra={"base_url": self.base_url},
+            context_size=int(n_ctx), accelerator="remote", extra={"base_url": self.base_url},
         )
         return self._info
 
