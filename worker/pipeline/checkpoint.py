@@ -144,14 +144,18 @@ class Section:
     def shrunk(self, keep: int) -> Section:
         """Keep the first `keep` bullets of each list and the first `keep` sub-bullets of each
         bullet; what went is said by a bullet of its own (which a later shrink counts as one)."""
-        def cut(items: list[Any], make: Callable[[str], Any]) -> list[Any]:
-            return items[:keep] + [make(MORE_NOT_SHOWN.format(n=len(items) - keep))] if len(items) > keep else items
+        blocks = []
+        for block in self.blocks:
+            kept = [replace(b, subs=_cut(b.subs, keep, str)) for b in block.bullets[:keep]]
+            blocks.append(replace(block, bullets=_cut(kept + block.bullets[keep:], keep, Bullet)))
+        return replace(self, blocks=blocks)
 
-        return replace(self, blocks=[
-            replace(b, bullets=cut([replace(x, subs=cut(x.subs, str)) for x in b.bullets[:keep]] + b.bullets[keep:],
-                                   Bullet))
-            for b in self.blocks
-        ])
+
+def _cut(items: list[Any], keep: int, marker: Callable[[str], Any]) -> list[Any]:
+    """The first `keep` items, then a marker item saying how many more there were."""
+    if len(items) <= keep:
+        return items
+    return items[:keep] + [marker(MORE_NOT_SHOWN.format(n=len(items) - keep))]
 
 
 def bullets(texts: list[str]) -> Section:
