@@ -19,8 +19,8 @@ import pytest
 
 from tests.injection_cases import CASES, DONE_CLAIMS_EN, DONE_CLAIMS_ZH, QUICK, InjectionCase, build_session
 from tests.test_reliability_common import FULL, record
-from worker.pipeline.checkpoint import REFERENCE_PREFIX
 from worker.pipeline import CompactionConfig, compact
+from worker.pipeline.checkpoint import REFERENCE_PREFIX
 from worker.pipeline.summarize import Narrative, build_prompt, narrative_lines
 from worker.pipeline.verify import DoneEvidence, verify_narrative
 

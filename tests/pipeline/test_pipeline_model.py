@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import SessionBuilder
-from worker.pipeline.checkpoint import SECTIONS, label
 from worker.formats import load
 from worker.pipeline import CompactionConfig, CompactionRefused, compact
+from worker.pipeline.checkpoint import SECTIONS, label
 from worker.pipeline.verify import unsupported_claims
 
 pytestmark = pytest.mark.model

@@ -20,7 +20,15 @@ from ..facts.ledger import Ledger, extract_ledger
 from ..facts.workstate import WorkState, derive_work_state
 from ..session import Message, Session
 from ..tokens import Budget, TokenCounter, make_budget
-from .checkpoint import Checkpoint, Section, bullets, fit_sections, ledger_sections, progress_section, render_summary
+from .checkpoint import (
+    Checkpoint,
+    Section,
+    bullets,
+    fit_sections,
+    ledger_sections,
+    progress_section,
+    render_summary,
+)
 from .prune import PRUNE_MINIMUM, PRUNE_PROTECT, PruneResult, prune_tool_outputs
 from .summarize import (
     MAX_NEW_TOKENS,
