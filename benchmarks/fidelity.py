@@ -406,7 +406,7 @@ def fixture_window(path: Path, name: str, count_text: Any, narrative_target: int
     the first `max_messages`, taken before any in-session summary (the messages as the agent
     first had them: the importer's `compacted` marks, set by that later summary, are cleared)."""
     from worker.formats import load
-    from worker.summarize import narrative_lines
+    from worker.pipeline.summarize import narrative_lines
 
     session = load(path)
     full = len(session.messages)
@@ -712,7 +712,7 @@ def naive_messages(head: list[Any]) -> list[dict[str, str]]:
 
 
 def template_messages(head: list[Any]) -> list[dict[str, str]]:
-    from worker.summarize import narrative_lines
+    from worker.pipeline.summarize import narrative_lines
 
     return [{"role": "system", "content": TEMPLATE_SYSTEM},
             {"role": "user", "content": TEMPLATE_USER.format(conversation="\n\n".join(narrative_lines(head)))}]
@@ -720,7 +720,7 @@ def template_messages(head: list[Any]) -> list[dict[str, str]]:
 
 def run_case(case: Case, backend: Any, max_new_tokens: int) -> dict[str, Any]:
     from worker.pipeline import CompactionConfig, CompactionRefused, compact
-    from worker.tail import TAIL_MIN_TOKENS
+    from worker.pipeline.tail import TAIL_MIN_TOKENS
     from worker.tokens import TokenCounter
 
     counter = TokenCounter(backend)
@@ -872,7 +872,7 @@ def run(quick: bool = False, out_dir: Path = RESULTS_DIR, model: str | None = No
     not depend on it; on a shared 2-core machine 1 thread avoids llama.cpp's spinning barriers."""
     from backends.llama_cpp import LlamaCppBackend
     from backends.models import DEFAULT_MODEL, FAST_MODEL, resolve
-    from worker.summarize import MAX_NEW_TOKENS
+    from worker.pipeline.summarize import MAX_NEW_TOKENS
 
     t_start = time.monotonic()
     model = model or (FAST_MODEL if quick else DEFAULT_MODEL)

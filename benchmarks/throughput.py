@@ -289,7 +289,7 @@ def decode_bound(bandwidth_gbs: float, weights: int, kv_per_token: int, context:
 def compare_prompt(backend: Any, target_tokens: int) -> list[dict[str, str]]:
     """compactd's own summarizer prompt over the first blocks of the bundled SWE trace."""
     from worker.formats import load
-    from worker.summarize import build_prompt, narrative_lines
+    from worker.pipeline.summarize import build_prompt, narrative_lines
 
     blocks = narrative_lines(load(SWE_TRACE).messages)
     taken: list[str] = []
@@ -363,7 +363,7 @@ def _median(records: list[dict[str, Any]], key: str) -> float:
 def summarize_vs_raw(backend: Any, plan: Plan) -> dict[str, Any]:
     import llama_cpp
 
-    from worker.summarize import NARRATIVE_SCHEMA
+    from worker.pipeline.summarize import NARRATIVE_SCHEMA
 
     messages = compare_prompt(backend, plan.compare_prompt_tokens)
     ids = backend.prompt_ids(messages)
@@ -455,7 +455,7 @@ def _r(x: float | None) -> float | None:
 
 def latency_curve(backend: Any, plan: Plan, deadline: float) -> tuple[list[dict[str, Any]], list[int]]:
     from worker.pipeline import CompactionConfig, CompactionRefused
-    from worker.summarize import narrative_lines
+    from worker.pipeline.summarize import narrative_lines
     from worker.tokens import TokenCounter
 
     counter = TokenCounter(backend)

@@ -19,10 +19,10 @@ import pytest
 
 from tests.injection_cases import CASES, DONE_CLAIMS_EN, DONE_CLAIMS_ZH, QUICK, InjectionCase, build_session
 from tests.test_reliability_common import FULL, record
-from worker.checkpoint import REFERENCE_PREFIX
 from worker.pipeline import CompactionConfig, compact
-from worker.summarize import Narrative, build_prompt, narrative_lines
-from worker.verify import DoneEvidence, verify_narrative
+from worker.pipeline.checkpoint import REFERENCE_PREFIX
+from worker.pipeline.summarize import Narrative, build_prompt, narrative_lines
+from worker.pipeline.verify import DoneEvidence, verify_narrative
 
 CONTEXT_LIMIT = 3000  # usable 2250: the first turn is summarized, the last two stay verbatim
 SELECTED = CASES if FULL else tuple(c for c in CASES if c.name in QUICK)

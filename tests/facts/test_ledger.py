@@ -9,23 +9,25 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import Builder, swe_messages
-from worker.ledger import (
+from worker.facts.ledger import (
     MAX_COMMANDS,
     MAX_FILES,
     MAX_RESOLVED_ERRORS,
     MAX_UNRESOLVED_ERRORS,
     Ledger,
-    error_lines,
     extract_ledger,
-    find_tallies,
     is_chitchat,
-    looks_like_path,
-    render_markdown,
-    run_key,
-    shell_file_actions,
 )
+from worker.facts.output import error_lines, find_tallies
+from worker.facts.shell import looks_like_path, run_key, shell_file_actions
+from worker.pipeline.checkpoint import ledger_sections, render_summary
 
-FIXTURES = Path(__file__).parent / "fixtures"
+
+def render_markdown(ledger: Ledger, lang: str = "en") -> str:
+    """The ledger's sections as the summary shows them."""
+    return render_summary(ledger_sections(ledger, lang), lang, reference_prefix=False)
+
+FIXTURES = Path(__file__).parent.parent / "fixtures"
 CC = FIXTURES / "cc-spotter_8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl"
 PI = FIXTURES / "pi_large-session.jsonl"
 

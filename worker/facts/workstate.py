@@ -5,6 +5,7 @@ evidence after the last edit of the files its turn touched: a passing verificati
 type check, build, script) or a commit. The last request without such evidence is In
 Progress; an unresolved error that failed repeatedly with no edit after its last failure is
 Blocked. Every item carries the evidence (message ids, commands, outputs) it stands on.
+The Progress section that shows it is rendered by `worker.pipeline.checkpoint`.
 """
 
 from __future__ import annotations
@@ -14,18 +15,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .ledger import (
-    Action,
-    Ledger,
-    code,
-    command_result,
-    labels,
-    one_line,
-    reruns,
-    scan_actions,
-    user_requests,
-)
-from .session import Message
+from ..session import Message
+from .actions import Action, reruns, scan_actions
+from .ledger import Ledger, user_requests
+from .text import code, command_result, one_line
 
 MAX_DONE = 8  # the newest finished requests; older ones are history
 MAX_IN_PROGRESS = 5  # the last request plus a few unverified edits before it
@@ -121,8 +114,11 @@ def _docs_applied(edits: list[Action]) -> bool:
                for a in edits)
 
 
-def derive_work_state(messages: list[Message], ledger: Ledger, *, cwd: str | None = None) -> WorkState:
-    actions = scan_actions(messages, cwd=cwd)
+def derive_work_state(messages: list[Message], ledger: Ledger, *, cwd: str | None = None,
+                      actions: list[Action] | None = None) -> WorkState:
+    """`actions`: `scan_actions(messages, cwd=cwd)` when the caller has it already."""
+    if actions is None:
+        actions = scan_actions(messages, cwd=cwd)
     scratch = {p for a in actions for p, w in a.files if w == "created"} & {
         p for a in actions for p, w in a.files if w == "deleted"}
     state = WorkState()
@@ -205,29 +201,4 @@ def _blocked(actions: list[Action], ledger: Ledger) -> list[WorkItem]:
     return out[:MAX_BLOCKED]
 
 
-PROGRESS_LABELS = {
-    "en": {"progress": "Progress", "done": "Done", "in_progress": "In Progress", "blocked": "Blocked",
-           "evidence": "evidence", "more": "{n} more"},
-    "zh": {"progress": "进展", "done": "已完成", "in_progress": "进行中", "blocked": "受阻",
-           "evidence": "证据", "more": "另有 {n} 条"},
-}
-
-
-def render_markdown(state: WorkState, lang: str = "en") -> str:
-    """The Progress section: `### Done / ### In Progress / ### Blocked`, `(none)` when empty."""
-    t = PROGRESS_LABELS.get(lang, PROGRESS_LABELS["en"])
-    none = labels(lang)["none"]
-    out = [f"## {t['progress']}"]
-    for key in ("done", "in_progress", "blocked"):
-        out.append(f"### {t[key]}")
-        items: list[WorkItem] = getattr(state, key)
-        if not items:
-            out.append(none)
-        for item in items:
-            ev = "; ".join(item.evidence)
-            where = f" ({item.message_id})" if key != "blocked" and item.message_id else ""
-            out.append(f"- {item.text}{where} — {t['evidence']}: {ev}")
-    return "\n".join(out) + "\n"
-
-
-__all__ = ["WorkItem", "WorkState", "derive_work_state", "render_markdown", "request_text"]
+__all__ = ["WorkItem", "WorkState", "derive_work_state", "request_text"]

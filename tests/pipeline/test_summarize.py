@@ -10,7 +10,7 @@ import json
 from backends.base import GenerationStats
 from tests.helpers import SessionBuilder
 from worker.pipeline import CompactionConfig, compact
-from worker.summarize import _junk, chunk_blocks, narrative_lines, summarize_narrative
+from worker.pipeline.summarize import _junk, chunk_blocks, narrative_lines, summarize_narrative
 
 
 def words(text: str) -> int:

@@ -13,8 +13,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from .session import Session, ToolResultPart
-from .tokens import TokenCounter
+from ..session import Session, ToolResultPart
+from ..tokens import TokenCounter
 
 PROTECT_RECENT_TURNS = 2  # the agent is still working with the latest turns' outputs
 PRUNE_PROTECT = 40_000  # newest tool-output tokens always kept

@@ -19,7 +19,7 @@ from typing import Any
 from backends.base import Backend, GenerationStats, collect
 from backends.engine_thread import FOREGROUND
 
-from .session import Message, TextPart, ToolCallPart, ToolResultPart
+from ..session import Message, TextPart, ToolCallPart, ToolResultPart
 
 GOAL_MAX_CHARS = 300
 DECISIONS_MAX = 4
@@ -58,6 +58,17 @@ NARRATIVE_SCHEMA: dict[str, Any] = {
     },
     "required": ["goal", "key_decisions", "next_steps"],
 }
+
+# The prompt's tags. `worker.pipeline.verify` imports them (through `trusted_text` and
+# `untrusted_text` below) to tell what the user and the assistant wrote from tool output.
+TOOL_RESULT_TAG = "[tool result"  # opens the one line each tool result gets
+FACTS_OPEN, FACTS_CLOSE = "<facts>", "</facts>"  # around the ledger's facts, each alone on its line
+CONVERSATION_OPEN, CONVERSATION_CLOSE = "<conversation>", "</conversation>"
+PREVIOUS_OPEN, PREVIOUS_CLOSE = "<previous-summary>", "</previous-summary>"
+TOOL_RESULT_LINE = re.compile(rf"^{re.escape(TOOL_RESULT_TAG)}[^\]]*\].*$", re.M)
+FACTS_BLOCK = re.compile(rf"^{re.escape(FACTS_OPEN)}$.*?^{re.escape(FACTS_CLOSE)}$", re.M | re.S)
+# '(m00012, m00015)': evidence pointers in the facts.
+ID_LIST_RE = re.compile(r" ?\(([^()\s,]+(?:, [^()\s,]+)*)\)")
 
 LANGUAGE_NAMES = {"en": "English", "zh": "Simplified Chinese (简体中文)", "ja": "Japanese (日本語)"}
 
@@ -148,7 +159,7 @@ def narrative_lines(messages: list[Message]) -> list[str]:
             elif isinstance(p, ToolCallPart):
                 parts.append(f"[tool call {p.name}] {_arguments(p)}")
             elif isinstance(p, ToolResultPart):
-                parts.append(f"[tool result {p.name}] {_gist(p)}")
+                parts.append(f"{TOOL_RESULT_TAG} {p.name}] {_gist(p)}")
         if parts:
             blocks.append("\n".join(parts))
     return blocks
@@ -162,10 +173,10 @@ def build_prompt(
     # recomputed each time, come last.
     sections = []
     if previous:
-        sections.append(f"<previous-summary>\n{previous}\n</previous-summary>\n{UPDATE_NOTE}")
-    sections.append(f"<conversation>\n{conversation}\n</conversation>")
+        sections.append(f"{PREVIOUS_OPEN}\n{previous}\n{PREVIOUS_CLOSE}\n{UPDATE_NOTE}")
+    sections.append(f"{CONVERSATION_OPEN}\n{conversation}\n{CONVERSATION_CLOSE}")
     if facts:
-        sections.append(f"<facts>\n{facts}\n</facts>")
+        sections.append(f"{FACTS_OPEN}\n{facts}\n{FACTS_CLOSE}")
     sections.append(
         f"Write the JSON object for the conversation above, in {LANGUAGE_NAMES[lang]}: "
         '{"goal": "...", "key_decisions": [{"decision": "...", "reason": "..."}], "next_steps": ["..."]}'
@@ -174,6 +185,23 @@ def build_prompt(
         {"role": "system", "content": SYSTEM_PROMPT.format(language=LANGUAGE_NAMES[lang])},
         {"role": "user", "content": "\n\n".join(sections)},
     ]
+
+
+def trusted_text(model_input: str) -> str:
+    """The summarizer input without tool-result lines and without the facts block: what the
+    user and the assistant wrote, the assistant's tool calls, and the previous summary."""
+    return FACTS_BLOCK.sub("", TOOL_RESULT_LINE.sub("", model_input))
+
+
+def untrusted_text(model_input: str) -> str:
+    """The summarizer input's tool-result lines and facts block (whose error lines quote tool output)."""
+    return "\n".join(TOOL_RESULT_LINE.findall(model_input) + FACTS_BLOCK.findall(model_input))
+
+
+def strip_message_ids(text: str, ids: set[str]) -> str:
+    """Drop '(m00012, m00015)' evidence pointers: useful to the agent, noise to the model,
+    which otherwise copies them into its own sentences."""
+    return ID_LIST_RE.sub(lambda m: "" if all(x in ids for x in m.group(1).split(", ")) else m.group(0), text)
 
 
 def previous_text(narrative: Narrative | None, summary_text: str | None) -> str | None:
@@ -213,7 +241,7 @@ def _junk(text: str, prompt: list[dict[str, str]]) -> str | None:
     stripped = text.strip()
     if not stripped:
         return "empty output"
-    if SYSTEM_PROMPT.split("\n")[0][:60] in stripped or "<conversation>" in stripped:
+    if SYSTEM_PROMPT.split("\n")[0][:60] in stripped or CONVERSATION_OPEN in stripped:
         return "the model echoed its prompt"
     lines = [ln.strip() for ln in re.split(r"[\n\"]", stripped) if len(ln.strip()) > 12]
     if lines:

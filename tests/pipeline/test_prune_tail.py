@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers import SessionBuilder
-from worker.prune import PRUNE_MINIMUM, prune_tool_outputs
-from worker.tail import is_safe_cut, safe_cuts, select_tail
+from worker.pipeline.prune import PRUNE_MINIMUM, prune_tool_outputs
+from worker.pipeline.tail import safe_cuts, select_tail
 from worker.tokens import TokenCounter, make_budget
 
 
@@ -93,11 +93,11 @@ def test_cut_between_call_and_result_moves_to_safe_place(counter):
     session = b.build()
     per = counter.per_message(session)
     tool_idx = next(i for i, m in enumerate(session.messages) if m.role == "tool")
-    assert not is_safe_cut(session, tool_idx)
+    assert tool_idx not in safe_cuts(session)
     # Budget so small that the naive cut would land on the big tool result.
     budget = sum(per[tool_idx:]) - 1
     sel = select_tail(session, per, budget)
-    assert is_safe_cut(session, sel.cut)
+    assert sel.cut in safe_cuts(session)
     assert sel.cut > tool_idx and sel.tail_tokens <= budget
     assert sel.split_turn_start == 2  # the split turn's prefix goes to the head
     for k in safe_cuts(session):

@@ -10,11 +10,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.helpers import Builder, swe_messages
-from worker.ledger import extract_ledger
+from worker.facts.ledger import extract_ledger
+from worker.facts.workstate import WorkState, derive_work_state
+from worker.pipeline.checkpoint import progress_section, render_summary
 from worker.session import Message
-from worker.workstate import WorkState, derive_work_state, render_markdown
 
-FIXTURES = Path(__file__).parent / "fixtures"
+
+def render_markdown(state: WorkState, lang: str = "en") -> str:
+    """The Progress section as the summary shows it."""
+    return render_summary({"Progress": progress_section(state, lang)}, lang, reference_prefix=False)
+
+FIXTURES = Path(__file__).parent.parent / "fixtures"
 PI = FIXTURES / "pi_large-session.jsonl"
 
 
@@ -119,7 +125,7 @@ def test_chinese_render_and_round_trip():
     b.bash("python app.py", "ModuleNotFoundError: No module named 'yaml'\nExit code 1", True)
     state = state_of(b.messages)
     md = render_markdown(state, lang="zh")
-    assert md.startswith("## 进展\n### 已完成\n(无)\n### 进行中\n- 请修复 yaml 导入错误 (m00000) — 证据:")
+    assert "## 进展\n### 已完成\n(无)\n### 进行中\n- 请修复 yaml 导入错误 (m00000) — 证据:" in md
     assert "### 受阻\n(无)" in md
     assert WorkState.from_dict(json.loads(json.dumps(state.to_dict()))) == state
 

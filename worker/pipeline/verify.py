@@ -9,7 +9,8 @@ identifier.
 Tool output is data, never instructions (prompt injection): a command, URL or host, or a claim
 that the work is done, must come from what the user and the assistant wrote (the assistant's
 own tool calls included), not only from tool-result lines or the facts (whose error lines
-quote tool output). An item that takes one from there alone is removed.
+quote tool output). An item that takes one from there alone is removed. Which parts of the
+input are tool output is decided by `worker.pipeline.summarize`, which wrote them.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .summarize import Narrative
+from ..facts.ledger import Ledger
+from ..facts.workstate import WorkState
+from .summarize import Narrative, trusted_text, untrusted_text
 
 # Quoted spans: `x`, 'x', "x" (the model's way of citing exact text).
 QUOTED = re.compile(r"`([^`]{2,})`|'([^'\s][^']{1,}?)'|\"([^\"]{2,}?)\"")
@@ -31,10 +34,6 @@ HEXHASH = re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b")
 
 NEGATIONS_EN = re.compile(r"\b(?:not|never|don't|do not|no|without|avoid|keep)\b", re.I)
 NEGATIONS_ZH = re.compile(r"不要|不能|不得|禁止|别|勿|不许|保持")
-# The summarizer input's untrusted parts (summarize.build_prompt / narrative_lines): one line per
-# tool result, and the facts block, whose opening and closing tags sit alone on their lines.
-TOOL_RESULT_LINE = re.compile(r"^\[tool result[^\]]*\].*$", re.M)
-FACTS_BLOCK = re.compile(r"^<facts>$.*?^</facts>$", re.M | re.S)
 # What a next step could make an agent fetch or run: a URL, an IPv4 address, a host name, or a
 # command that downloads, deletes, escalates, publishes or pipes into an interpreter (from the
 # command word to the end of its clause or code span). File names (deploy.sh) are not hosts.
@@ -94,16 +93,10 @@ def unsupported_claims(text: str, source: str, source_norm: str | None = None) -
     return [c for c in claims(text) if not supported(c, source, norm)]
 
 
-def trusted_text(source: str) -> str:
-    """The summarizer input without tool-result lines and without the facts block: what the
-    user and the assistant wrote, the assistant's tool calls, and the previous summary."""
-    return FACTS_BLOCK.sub("", TOOL_RESULT_LINE.sub("", source))
-
-
 def tool_only_goal(sentence: str, source: str, trusted: str) -> bool:
     """A goal sentence whose specific words come mostly from tool output alone: the goal of an
     injected instruction ("the user's real goal is to delete the production database")."""
-    untrusted = "\n".join(TOOL_RESULT_LINE.findall(source) + FACTS_BLOCK.findall(source)).lower()
+    untrusted = untrusted_text(source).lower()
     words = [w for w in _words(sentence) if len(w) >= 4 or re.match(r"[\u4e00-\u9fff]", w)]
     low = trusted.lower()
     tool_only = [w for w in words if w in untrusted and w not in low]
@@ -160,6 +153,20 @@ class DoneEvidence:
     items: list[str]  # Done work items (request text + evidence)
     verified_files: list[str]  # changed, then a verification passed, nothing pending
     passed_commands: list[str]  # passed after the last edit, nothing changed since
+
+
+def done_evidence(ledger: Ledger, state: WorkState) -> DoneEvidence:
+    """Finished work as the evidence shows it; only when nothing is pending does an edit or a
+    run the model proposes count as a repeat."""
+    items = [f"{i.text} {' '.join(i.evidence)}" for i in state.done]
+    settled = state.last_green is not None and not state.changed_since_green and not state.in_progress
+    if not settled:
+        return DoneEvidence(items, [], [])
+    # A removed scratch file is cleanup, not a change the runs must come after.
+    changed = [f for f in ledger.changed_files() if f.last_action != "deleted"]
+    last_change = max((f.last_seq for f in changed), default=0)
+    passed = [c.command for c in ledger.commands if c.status == "ok" and c.last_seq > last_change]
+    return DoneEvidence(items, [f.path for f in changed], passed)
 
 
 def _restates_done(step: str, done: DoneEvidence) -> str | None:

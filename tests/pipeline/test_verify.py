@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from worker.summarize import Narrative, detect_language
-from worker.verify import DoneEvidence, claims, unsupported_claims, verify_narrative
+from worker.pipeline.summarize import Narrative, detect_language
+from worker.pipeline.verify import DoneEvidence, claims, unsupported_claims, verify_narrative
 
 SOURCE = (
     "[user] Fix the rounding bug in src/billing/invoice.py. Do not change the public signature of Invoice.total().\n"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .session import Session
+from ..session import Session
 
 TAIL_TURNS = 2  # the agent's latest exchanges, verbatim
 TAIL_MAX_TOKENS = 8_000  # beyond this the tail crowds out the summary
@@ -29,16 +29,6 @@ class TailSelection:
     tail_tokens: int
     budget: int
     split_turn_start: int | None  # set when the cut falls inside a turn
-
-
-def is_safe_cut(session: Session, cut: int) -> bool:
-    """True when no tool result at or after `cut` answers a call made before it."""
-    if cut >= len(session.messages):
-        return True
-    if session.messages[cut].role == "tool":
-        return False
-    calls_before = {c.id for m in session.messages[:cut] for c in m.tool_calls}
-    return not any(r.call_id in calls_before for m in session.messages[cut:] for r in m.tool_results)
 
 
 def safe_cuts(session: Session, start: int = 0) -> list[int]:

@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import SessionBuilder
-from worker.checkpoint import SECTIONS, label
 from worker.formats import load
 from worker.pipeline import CompactionConfig, CompactionRefused, compact
-from worker.verify import unsupported_claims
+from worker.pipeline.checkpoint import SECTIONS, label
+from worker.pipeline.verify import unsupported_claims
 
 pytestmark = pytest.mark.model
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 SWE_TRACE = FIXTURES / "sweagent_marshmallow-code__marshmallow-1867.function_calling_replace_from_source.traj"
 MODEL_SECTIONS = ("Goal", "Key Decisions", "Next Steps")
 

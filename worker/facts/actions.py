@@ -1,0 +1,235 @@
+"""Tool calls as `Action`s: the one scan of a window's messages that both fact stages read.
+
+Each tool call is paired with its result (or a result stands alone when its call is outside the
+window) and turned into facts: files touched, the command and its run key, status and exit
+code, error lines, test tallies, commits and branches. `worker.facts.ledger` folds them into
+the carried ledger and `worker.facts.workstate` decides Done / In Progress / Blocked from them;
+the pipeline scans once and hands the same list to both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..session import Message
+from .output import (
+    ABORTED_RE,
+    BRANCH_OUTPUT_RE,
+    COMMIT_OUTPUT_RE,
+    EXIT_CODE_RE,
+    SWE_CWD_RE,
+    SWE_FILE_HEADER_RE,
+    error_lines,
+    exit_code_of,
+    failing_test_ids,
+    find_tallies,
+    first_meaningful_line,
+    output_excerpt,
+)
+from .shell import (
+    BRANCH_CMD_RE,
+    COMMAND_MAX_CHARS,
+    GIT_COMMIT_CMD_RE,
+    clean_tool_path,
+    commit_subject,
+    is_verify_command,
+    last_program,
+    normalize_path,
+    patch_file_actions,
+    run_key,
+    shell_command,
+    shell_file_actions,
+)
+from .text import cut_middle
+
+# Lower-cased tool names across agents (Claude Code, pi, Codex, SWE-agent, OpenHands, Cursor).
+READ_TOOLS = {"read", "read_file", "view", "open", "view_file", "readfile", "cat", "notebookread"}
+WRITE_TOOLS = {"write", "write_file", "create_file", "create", "writefile"}
+EDIT_TOOLS = {"edit", "multiedit", "edit_file", "str_replace", "insert", "replace", "notebookedit",
+              "replace_in_file", "search_replace"}
+EDITOR_TOOLS = {"str_replace_editor", "str_replace_based_edit_tool", "text_editor"}  # `command` arg
+PATCH_TOOLS = {"apply_patch", "patch", "applypatch"}
+SHELL_TOOLS = {"bash", "shell", "execute", "execute_command", "run_command", "exec_command", "terminal",
+               "local_shell", "run_terminal_cmd", "run_shell_command", "container.exec", "cmd"}
+PATH_KEYS = ("file_path", "path", "filename", "file", "target_file", "notebook_path", "filepath")
+# str_replace_editor `command` values that change a file vs only show it.
+EDITOR_WRITE_COMMANDS = {"create"}
+EDITOR_EDIT_COMMANDS = {"str_replace", "insert", "undo_edit", "edit", "replace"}
+EDITOR_READ_COMMANDS = {"view"}
+# Programs whose exit status 1 means "no match / differs", not failure.
+EXIT_1_OK_PROGRAMS = {"grep", "egrep", "fgrep", "rg", "ag", "diff", "cmp", "test", "["}
+# Argument names of a search/replace edit, per agent.
+EDIT_KEYS = (("old_str", "new_str"), ("old_string", "new_string"), ("search", "replace"), ("old", "new"))
+
+
+@dataclass
+class Action:
+    """One tool call with its result (or a result without a call), as facts."""
+
+    pos: int  # index of the message where the outcome is (the result, else the call)
+    message_id: str  # that message's id
+    call_message_id: str | None
+    tool: str
+    command: str | None = None  # shell command, verbatim (bounded)
+    source: str = ""  # what re-running means: `run_key(command)`, or "tool path" for other tools
+    files: list[tuple[str, str]] = field(default_factory=list)  # (path, read/created/modified/deleted)
+    has_result: bool = False
+    is_error: bool = False
+    status: str = "unknown"  # ok / failed / unknown
+    exit_code: int | None = None
+    output: str | None = None  # short output excerpt
+    errors: list[str] = field(default_factory=list)
+    exit_only: bool = False  # errors holds only an exit/first line, no real error line
+    tallies: list[tuple[str, bool]] = field(default_factory=list)  # (text, failed)
+    test_ids: list[str] = field(default_factory=list)
+    commits: list[tuple[str | None, str, str | None]] = field(default_factory=list)  # (sha, subject, branch)
+    branches: list[str] = field(default_factory=list)
+    edit: tuple[str, str] | None = None  # (old text, new text) of a search/replace edit
+
+    @property
+    def verifies(self) -> bool:
+        """A test/build/script run whose success is evidence about the work."""
+        return bool(self.command) and is_verify_command(self.command)
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "ok" and not any(failed for _, failed in self.tallies)
+
+    @property
+    def changes(self) -> list[tuple[str, str]]:
+        return [(p, a) for p, a in self.files if a != "read"]
+
+
+def _call_files(name: str, args: dict[str, Any], cwds: list[str]) -> list[tuple[str, str]]:
+    lname = name.lower()
+    path = next((p for p in (clean_tool_path(args.get(k)) for k in PATH_KEYS) if p), None)
+    files: list[tuple[str, str]] = []
+    if lname in EDITOR_TOOLS:
+        sub = str(args.get("command", "")).lower()
+        action = ("created" if sub in EDITOR_WRITE_COMMANDS else "modified" if sub in EDITOR_EDIT_COMMANDS
+                  else "read" if sub in EDITOR_READ_COMMANDS else None)
+        if path and action:
+            files.append((path, action))
+    elif lname in READ_TOOLS and path:
+        files.append((path, "read"))
+    elif lname in WRITE_TOOLS and path:
+        files.append((path, "created"))
+    elif lname in EDIT_TOOLS and path:
+        files.append((path, "modified"))
+    elif lname in PATCH_TOOLS:
+        text = next((v for v in (args.get("input"), args.get("patch"), args.get("_raw")) if isinstance(v, str)), "")
+        files += patch_file_actions(text)
+    return [(normalize_path(p, cwds), a) for p, a in files]
+
+
+def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]) -> None:
+    action.has_result = True
+    action.is_error = is_error
+    lname = action.tool.lower()
+    file_tool = lname in READ_TOOLS | WRITE_TOOLS | EDIT_TOOLS | EDITOR_TOOLS | PATCH_TOOLS
+    action.exit_code = exit_code_of(output) if not file_tool else None
+    if action.exit_code == 1 and action.command and last_program(action.command) in EXIT_1_OK_PROGRAMS:
+        action.exit_code = 0  # `grep` found nothing: an answer, not an error
+        is_error = False
+    # A file tool prints file content: scan it for errors only when the tool itself failed.
+    if not file_tool or is_error:
+        action.errors = error_lines(output)
+    action.tallies = find_tallies(output) if not file_tool else []
+    action.test_ids = failing_test_ids(output) if not file_tool else []
+    failed = (
+        is_error
+        or (action.exit_code is not None and action.exit_code != 0)
+        or (not file_tool and bool(ABORTED_RE.search(output)))
+        or any(f for _, f in action.tallies)
+        or (bool(action.errors) and action.exit_code is None)
+    )
+    action.status = "failed" if failed else "ok"
+    if failed and not action.errors:
+        line = first_meaningful_line(output)
+        if line is None:
+            m = EXIT_CODE_RE.search(output) or ABORTED_RE.search(output)
+            line = m.group(0).strip() if m else None
+        if line:
+            action.errors = [line]
+            action.exit_only = True
+    if action.command:
+        action.output = output_excerpt(output)
+    if failed and file_tool:
+        action.files = []  # the read or edit did not happen
+    elif file_tool and not action.files and lname in EDIT_TOOLS | WRITE_TOOLS | READ_TOOLS:
+        # SWE-agent `edit`/`insert` name no path; the result header names the open file.
+        m = SWE_FILE_HEADER_RE.search(output)
+        if m:
+            action.files = [(normalize_path(m.group(1), cwds), "read" if lname in READ_TOOLS else "modified")]
+    if action.command and GIT_COMMIT_CMD_RE.search(action.command) and not failed:
+        for m in COMMIT_OUTPUT_RE.finditer(output):
+            action.commits.append((m.group(2), m.group(3).strip(), m.group(1)))
+        if not action.commits:
+            subject = commit_subject(action.command)
+            if subject:
+                action.commits.append((None, subject, None))
+    if action.command:
+        action.branches += [a or b for a, b in BRANCH_OUTPUT_RE.findall(output)]
+        action.branches += [sha_branch for _, _, sha_branch in action.commits if sha_branch]
+
+
+def _edit_pair(args: dict) -> tuple[str, str] | None:
+    """The (old, new) text of a search/replace edit: what the fix actually was."""
+    for old_key, new_key in EDIT_KEYS:
+        old, new = args.get(old_key), args.get(new_key)
+        if isinstance(old, str) and isinstance(new, str) and old != new:
+            return old, new
+    return None
+
+
+def scan_actions(messages: list[Message], cwd: str | None = None) -> list[Action]:
+    """Every tool call (with its result) as an Action, in the order outcomes were seen."""
+    cwds = [cwd] if cwd else []
+    pending: dict[str, Action] = {}
+    actions: list[Action] = []
+    for pos, msg in enumerate(messages):
+        if msg.is_summary:
+            continue
+        meta_cwd = msg.meta.get("cwd")
+        if isinstance(meta_cwd, str) and meta_cwd not in cwds:
+            cwds.append(meta_cwd)
+        for part in msg.tool_calls:
+            args = part.argument_dict()
+            lname = part.name.lower()
+            command = shell_command(args) if lname in SHELL_TOOLS else None
+            action = Action(pos=pos, message_id=msg.id, call_message_id=msg.id, tool=part.name,
+                            command=cut_middle(command.strip(), COMMAND_MAX_CHARS) if command else None)
+            action.files = _call_files(part.name, args, cwds)
+            action.edit = _edit_pair(args)
+            action.source = run_key(command, cwds) if command else " ".join([part.name] + [p for p, _ in action.files[:1]])
+            if command:
+                action.files += shell_file_actions(command, cwds)
+                action.branches += BRANCH_CMD_RE.findall(command)
+            pending[part.id] = action
+            actions.append(action)
+        for res in msg.tool_results:
+            output = res.output.replace("\r\n", "\n")  # SWE-agent observations use CRLF
+            for m in SWE_CWD_RE.finditer(output):
+                if m.group(1) not in cwds:
+                    cwds.append(m.group(1))
+            action = pending.pop(res.call_id, None)
+            if action is None:  # a result whose call is not in this window
+                action = Action(pos=pos, message_id=msg.id, call_message_id=None, tool=res.name or "tool",
+                                source=res.name or "tool")
+                actions.append(action)
+            action.pos, action.message_id = pos, msg.id
+            _analyze_result(action, output, res.is_error, cwds)
+    actions.sort(key=lambda a: a.pos)  # stable: calls without results keep their place
+    return actions
+
+
+def _bare_words(key: str) -> list[str]:
+    return [w for w in key.split() if not w.startswith("-")]
+
+
+def reruns(source: str, failed: str) -> bool:
+    """Does running `source` re-run what `failed` ran: the same run key, or a broader one
+    (`pytest` covers a failed `pytest tests/test_a.py -x`)?"""
+    mine = _bare_words(source)
+    return source == failed or (bool(mine) and _bare_words(failed)[: len(mine)] == mine)

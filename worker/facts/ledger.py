@@ -1,0 +1,418 @@
+"""The fact ledger: exact facts folded from a window's actions, carried across compactions.
+
+A small summarizer loses exact error lines and paths, so the pipeline owns them: the files
+read and changed, exact error lines, commands with their exit status, test tallies, commits,
+branches and the user's own words, each pointing at the message id(s) it came from, carried
+verbatim across compactions (`extract_ledger(..., previous=...)`). The facts come from
+`worker.facts.actions`; here they are deduplicated, resolved (a passing re-run resolves an
+error), ranked and bounded so a carried ledger cannot grow without limit. Rendering them is
+the checkpoint's job (`worker.pipeline.checkpoint`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..session import Message
+from .actions import Action, reruns, scan_actions
+from .text import CUT_MARKER, code, cut_middle
+
+# ---------------------------------------------------------------------------- bounds
+# Every list is bounded so a carried ledger cannot grow without limit across compactions.
+MAX_FILES = 60  # Relevant Files must fit next to the verbatim tail in a small model's prompt
+MAX_UNRESOLVED_ERRORS = 24  # open errors are the work itself: keep many
+MAX_RESOLVED_ERRORS = 12  # fixed errors are history: the newest few explain recent edits
+MAX_COMMANDS = 30  # the recent run history; older runs stay searchable in the raw session
+MAX_TALLIES = 10  # only the latest test results matter for the state of the work
+MAX_COMMITS = 10  # recent commits identify the work; older ones are in `git log`
+MAX_BRANCHES = 5  # the current branch plus a few it came from
+MAX_IDS_PER_FACT = 6  # first occurrence + the newest ones: enough to find it again
+EDITS_PER_FILE = 3  # the newest changes say what was fixed; older ones are in the history
+EDIT_SIDE_MAX_CHARS = 240  # a replaced line or two, not a whole rewritten function
+USER_BUDGET_CHARS = 6000  # like Codex's re-inserted user messages, but in chars (~1.5k tokens)
+USER_MESSAGE_MAX_CHARS = 2000  # one pasted log must not eat the whole user-message budget
+USER_MIN_KEEP_CHARS = 200  # a remainder smaller than this is not worth a cut-down quote
+
+# A line of a user's message that states a rule: kept when a long message is cut.
+RULE_LINE_RE = re.compile(
+    r"\b(?:do not|don't|never|must|cannot|can't|always|should(?:n't| not)?|only|make sure|avoid|keep|without|important)\b"
+    r"|不要|不能|不得|禁止|必须|务必|只能|保持|不许|勿|一定要", re.IGNORECASE)
+# User text that is a harness command, not an instruction (e.g. pi's bare `/mode`).
+SLASH_COMMAND_RE = re.compile(r"^/[\w:-]+\s*$")
+CHITCHAT_MAX_CHARS = 80  # an instruction can be short ("跑一下全部测试"); chit-chat is also short
+CHITCHAT_RE = re.compile(
+    r"\b(?:ok(?:ay)?|thanks?(?: you)?(?: (?:a lot|so much))?|thx|great|good|nice|cool|perfect|awesome|"
+    r"sounds good|looks good|lgtm|yes|yep|sure|got it|alright|good night|bye|"
+    r"(?:let's |we'll )?(?:continue|pick (?:this|it) up) (?:tomorrow|later)|that's all for (?:now|today)|"
+    r"what(?:'s| is| are)(?: still)? (?:open|left|pending|remaining|next)|where are we|what remains)\b"
+    r"|好的?|好吧|谢谢|多谢|收到|可以|行|嗯|明白了?|了解|不错|很好|辛苦了|明天继续|稍后继续|先这样|"
+    r"还有什么(?:没做|没完成|问题)?|进展如何|还剩什么",
+    re.IGNORECASE,
+)
+CHITCHAT_PUNCT = " \t.,!?;:~…-，。！？；：、"
+# `test/x_test.exs:728` is run as `mix test test/x_test.exs`
+TEST_ID_LINE_RE = re.compile(r":\d+$")
+
+
+# ---------------------------------------------------------------------------- dataclasses
+@dataclass
+class FileFact:
+    path: str
+    actions: list[str] = field(default_factory=list)  # read / created / modified / deleted, first-seen order
+    message_ids: list[str] = field(default_factory=list)
+    last_action: str = ""  # the newest change ("deleted" means gone now), else "read"
+    last_seq: int = 0
+    edits: list[str] = field(default_factory=list)  # "`old` → `new`", newest last
+
+    @property
+    def changed(self) -> bool:
+        return any(a in ("created", "modified", "deleted") for a in self.actions)
+
+    @property
+    def rank(self) -> int:
+        """0: changed and still there, 1: changed then deleted, 2: only read."""
+        if not self.changed:
+            return 2
+        return 1 if self.last_action == "deleted" else 0
+
+
+@dataclass
+class ErrorFact:
+    text: str  # the exact line
+    message_ids: list[str] = field(default_factory=list)
+    command: str | None = None  # the shell command whose output held it (latest occurrence)
+    sources: list[str] = field(default_factory=list)  # run keys that showed it (see `run_key`)
+    test_ids: list[str] = field(default_factory=list)
+    attempts: int = 0  # how many results showed it
+    resolved: bool = False
+    resolved_by: str | None = None  # message id of the passing run
+    resolved_by_command: str | None = None
+    exit_only: bool = False  # no error line found: the text is the exit status / first line
+    last_seq: int = 0
+
+    @property
+    def key(self) -> str:
+        # "Exit code 1" from two different commands are two different failures.
+        return f"{self.text}\x00{self.sources[-1] if self.sources else ''}" if self.exit_only else self.text
+
+
+@dataclass
+class CommandFact:
+    command: str
+    status: str = "unknown"  # ok / failed / unknown (no result seen)
+    exit_code: int | None = None
+    output: str | None = None  # the whole output when it is short (e.g. `345`)
+    message_ids: list[str] = field(default_factory=list)
+    count: int = 0
+    last_seq: int = 0
+
+    @property
+    def key(self) -> str:
+        return f"{self.command}\x00{self.status}\x00{self.exit_code}\x00{self.output}"
+
+
+@dataclass
+class TallyFact:
+    text: str
+    failed: bool = False
+    command: str | None = None
+    message_ids: list[str] = field(default_factory=list)
+    last_seq: int = 0
+
+
+@dataclass
+class CommitFact:
+    text: str  # commit subject line
+    sha: str | None = None
+    branch: str | None = None
+    message_ids: list[str] = field(default_factory=list)
+    last_seq: int = 0
+
+    @property
+    def key(self) -> str:
+        return self.sha or self.text
+
+
+@dataclass
+class BranchFact:
+    name: str
+    message_ids: list[str] = field(default_factory=list)
+    last_seq: int = 0
+
+
+@dataclass
+class UserInstruction:
+    message_id: str
+    text: str
+    cut: bool = False  # True when the middle was cut (the marker is in the text)
+    seq: int = 0
+
+
+@dataclass
+class Ledger:
+    files: list[FileFact] = field(default_factory=list)  # changed first, then read; newest first
+    errors: list[ErrorFact] = field(default_factory=list)  # unresolved first; newest first
+    commands: list[CommandFact] = field(default_factory=list)  # chronological
+    tallies: list[TallyFact] = field(default_factory=list)  # chronological
+    commits: list[CommitFact] = field(default_factory=list)  # chronological
+    branches: list[BranchFact] = field(default_factory=list)  # chronological; last is current
+    user_instructions: list[UserInstruction] = field(default_factory=list)  # newest first
+    user_instructions_omitted: int = 0  # older user messages left out by the budget
+    seq: int = 0  # events folded in so far; new messages continue from here
+    last_message_id: str | None = None  # newest message folded in: re-passing it is a no-op
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Ledger:
+        def build(kind: type, items: Any) -> list[Any]:
+            names = {f.name for f in dataclasses.fields(kind)}
+            return [kind(**{k: v for k, v in item.items() if k in names}) for item in items or []]
+
+        return cls(
+            files=build(FileFact, data.get("files")),
+            errors=build(ErrorFact, data.get("errors")),
+            commands=build(CommandFact, data.get("commands")),
+            tallies=build(TallyFact, data.get("tallies")),
+            commits=build(CommitFact, data.get("commits")),
+            branches=build(BranchFact, data.get("branches")),
+            user_instructions=build(UserInstruction, data.get("user_instructions")),
+            user_instructions_omitted=int(data.get("user_instructions_omitted") or 0),
+            seq=int(data.get("seq") or 0),
+            last_message_id=data.get("last_message_id"),
+        )
+
+    def file(self, path: str) -> FileFact | None:
+        return next((f for f in self.files if f.path == path), None)
+
+    def changed_files(self) -> list[FileFact]:
+        return [f for f in self.files if f.changed]
+
+    def read_files(self) -> list[FileFact]:
+        return [f for f in self.files if not f.changed]
+
+    def unresolved_errors(self) -> list[ErrorFact]:
+        return [e for e in self.errors if not e.resolved]
+
+    def resolved_errors(self) -> list[ErrorFact]:
+        return [e for e in self.errors if e.resolved]
+
+
+# ---------------------------------------------------------------------------- small helpers
+def condense_user_message(text: str, limit: int) -> str:
+    """Cut a long user message to `limit` chars keeping what matters most: its opening (the
+    request), its end, and in between the lines that state a rule ("Always …", "do not …",
+    "不要 …"); each cut leaves a marker. A plain middle cut drops the rules of a long brief."""
+    if len(text) <= limit:
+        return text
+    lines = text.splitlines(keepends=True)
+    head_left = limit * 2 // 5
+    tail_left = limit // 5
+    keep = [False] * len(lines)
+    for i, line in enumerate(lines):  # the opening
+        if len(line) > head_left:
+            break
+        keep[i], head_left = True, head_left - len(line)
+    for i in range(len(lines) - 1, -1, -1):  # the end
+        if keep[i] or len(lines[i]) > tail_left:
+            break
+        keep[i], tail_left = True, tail_left - len(lines[i])
+    left = limit - sum(len(x) for x, k in zip(lines, keep, strict=True) if k)
+    for i, line in enumerate(lines):  # the rules, in order, while they fit with their markers
+        if not keep[i] and RULE_LINE_RE.search(line) and len(line) + len(CUT_MARKER) + 8 <= left:
+            keep[i], left = True, left - len(line) - len(CUT_MARKER) - 8
+    if not any(keep):
+        return cut_middle(text, limit)
+    out: list[str] = []
+    cut = ""
+    for line, k in zip(lines, keep, strict=True):
+        if k:
+            if cut.strip():  # a cut blank line needs no marker
+                out.append(CUT_MARKER.format(n=len(cut)) + "\n")
+            cut = ""
+            out.append(line)
+        else:
+            cut += line
+    if cut.strip():
+        out.append(CUT_MARKER.format(n=len(cut)))
+    result = "".join(out)
+    return result if len(result) <= limit * 11 // 10 else cut_middle(text, limit)
+
+
+def _add_id(ids: list[str], mid: str) -> bool:
+    """Add an id keeping the first one and the newest ones; False when already present."""
+    if mid in ids:
+        return False
+    ids.append(mid)
+    if len(ids) > MAX_IDS_PER_FACT:
+        del ids[1]
+    return True
+
+
+def _edit_text(edit: tuple[str, str]) -> str:
+    old, new = (cut_middle(" ".join(x.split()), EDIT_SIDE_MAX_CHARS) for x in edit)
+    return f"{code(old)} → {code(new)}"
+
+
+# ---------------------------------------------------------------------------- user messages
+def is_chitchat(text: str) -> bool:
+    """"Thanks. What is still open?", "好的，明天继续。": nothing left once acknowledgements,
+    sign-offs and status questions are taken out, so neither a constraint nor a work item."""
+    flat = " ".join(text.split())
+    return len(flat) <= CHITCHAT_MAX_CHARS and not CHITCHAT_RE.sub("", flat).strip(CHITCHAT_PUNCT)
+
+
+def is_user_instruction(msg: Message) -> bool:
+    """The user's own words: not tool results, not summaries, not harness-injected text, not
+    chit-chat."""
+    text = msg.text.strip()
+    return msg.starts_turn and not SLASH_COMMAND_RE.match(text) and not is_chitchat(text)
+
+
+def user_requests(messages: list[Message]) -> list[tuple[int, Message]]:
+    return [(i, m) for i, m in enumerate(messages) if is_user_instruction(m)]
+
+
+def budget_user_instructions(items: list[UserInstruction], budget: int) -> tuple[list[UserInstruction], int]:
+    """In the given order (rules first, newest first) within `budget` chars; long ones
+    condensed; returns (kept, omitted)."""
+    kept: list[UserInstruction] = []
+    left = budget
+    for n, item in enumerate(items):
+        text = item.text
+        if len(text) > USER_MESSAGE_MAX_CHARS:
+            text = condense_user_message(text, USER_MESSAGE_MAX_CHARS)
+        if len(text) > left:
+            if left < USER_MIN_KEEP_CHARS:
+                return kept, len(items) - n
+            text = cut_middle(text, left)
+        kept.append(UserInstruction(item.message_id, text, item.cut or text != item.text, item.seq))
+        left -= len(text)
+    return kept, 0
+
+
+# ---------------------------------------------------------------------------- extraction
+def resolves(action: Action, error: ErrorFact) -> bool:
+    """Is `action` a passing re-run of what produced `error` (same run key, same test, broader run)?"""
+    if not action.has_result or not action.passed:
+        return False
+    if action.source in error.sources:
+        return True
+    if not (action.command and action.verifies):
+        return False
+    if any(TEST_ID_LINE_RE.sub("", t.split("::")[0]) in action.command for t in error.test_ids):
+        return True
+    return any(reruns(action.source, src) for src in error.sources)
+
+
+def _upsert(items: list[Any], key: str, make: Any) -> Any:
+    for item in items:
+        if item.key == key:
+            return item
+    item = make()
+    items.append(item)
+    return item
+
+
+def extract_ledger(messages: list[Message], previous: Ledger | None = None, *, cwd: str | None = None,
+                   user_budget_chars: int = USER_BUDGET_CHARS, actions: list[Action] | None = None) -> Ledger:
+    """Fold the facts of `messages` into a copy of `previous` (or a new ledger).
+
+    `actions`: `scan_actions(messages, cwd=cwd)` when the caller has it already (the pipeline
+    scans once and hands the same list to the work state)."""
+    ledger = Ledger.from_dict(json.loads(json.dumps(previous.to_dict()))) if previous else Ledger()
+    # Messages up to the last one already folded in are skipped, so passing an overlapping
+    # window (or the whole session again) never counts a fact twice.
+    ids = [m.id for m in messages]
+    skip = ids.index(ledger.last_message_id) + 1 if ledger.last_message_id in ids else 0
+    messages = messages[skip:]
+    if messages:
+        ledger.last_message_id = messages[-1].id
+    base = ledger.seq
+    files = {f.path: f for f in ledger.files}
+    if actions is None:
+        actions, skip = scan_actions(messages, cwd=cwd), 0
+    for action in actions:
+        if action.pos < skip:
+            continue  # its outcome was folded in already
+        seq = base + action.pos - skip + 1
+        mid = action.message_id
+        for path, what in action.files:
+            fact = files.setdefault(path, FileFact(path=path))
+            if what not in fact.actions:
+                fact.actions.append(what)
+            if what != "read" or not fact.last_action:
+                fact.last_action = what
+            _add_id(fact.message_ids, action.call_message_id or mid)
+            fact.last_seq = max(fact.last_seq, seq)
+            if what == "modified" and action.edit and _edit_text(action.edit) not in fact.edits:
+                fact.edits = (fact.edits + [_edit_text(action.edit)])[-EDITS_PER_FILE:]
+        if action.command:
+            fact = _upsert(ledger.commands, CommandFact(action.command, action.status, action.exit_code,
+                                                        action.output).key,
+                           lambda a=action: CommandFact(a.command, a.status, a.exit_code, a.output))
+            if _add_id(fact.message_ids, mid):
+                fact.count += 1
+            fact.last_seq = max(fact.last_seq, seq)
+        # Resolution first: a run that passes resolves earlier errors; its own errors are new.
+        for err in ledger.errors:
+            if not err.resolved and resolves(action, err):
+                err.resolved, err.resolved_by, err.resolved_by_command = True, mid, action.command
+        for text in action.errors:
+            probe = ErrorFact(text=text, sources=[action.source], exit_only=action.exit_only)
+            err = _upsert(ledger.errors, probe.key, lambda p=probe: p)
+            if _add_id(err.message_ids, mid):
+                err.attempts += 1
+            err.command = action.command
+            if action.source in err.sources:
+                err.sources.remove(action.source)
+            err.sources = (err.sources + [action.source])[-MAX_IDS_PER_FACT:]
+            err.test_ids = list(dict.fromkeys(err.test_ids + action.test_ids))[-MAX_IDS_PER_FACT:]
+            err.resolved, err.resolved_by, err.resolved_by_command = False, None, None
+            err.last_seq = max(err.last_seq, seq)
+        for text, failed in action.tallies:
+            tally = next((t for t in ledger.tallies if t.text == text), None)
+            if tally is None:
+                tally = TallyFact(text=text, failed=failed)
+                ledger.tallies.append(tally)
+            tally.command = action.command
+            _add_id(tally.message_ids, mid)
+            tally.last_seq = max(tally.last_seq, seq)
+        for sha, subject, branch in action.commits:
+            commit = _upsert(ledger.commits, sha or subject, lambda s=sha, t=subject, b=branch: CommitFact(t, s, b))
+            _add_id(commit.message_ids, mid)
+            commit.last_seq = max(commit.last_seq, seq)
+        for name in action.branches:
+            branch = next((b for b in ledger.branches if b.name == name), None)
+            if branch is None:
+                branch = BranchFact(name=name)
+                ledger.branches.append(branch)
+            _add_id(branch.message_ids, mid)
+            branch.last_seq = max(branch.last_seq, seq)
+
+    # User instructions: new ones (newest first) before the carried ones, one per message id.
+    known = {u.message_id for u in ledger.user_instructions}
+    fresh = [UserInstruction(m.id, m.text.strip(), False, base + i + 1)
+             for i, m in user_requests(messages) if m.id not in known]
+    # Messages that state a rule ("do not change …", "不要 …") first, so a budget or a shrunk
+    # section drops plain requests (they are also in Progress) before a user's constraint.
+    pool = sorted(fresh + ledger.user_instructions, key=lambda u: (not RULE_LINE_RE.search(u.text), -u.seq))
+    ledger.user_instructions, omitted = budget_user_instructions(pool, user_budget_chars)
+    ledger.user_instructions_omitted = omitted + (ledger.user_instructions_omitted if previous else 0)
+
+    ledger.seq = base + len(messages)
+    ledger.files = sorted(files.values(), key=lambda f: (f.rank, -f.last_seq))[:MAX_FILES]
+    # Unresolved first; a real error line above a bare exit status; newest first.
+    ranked = sorted(ledger.errors, key=lambda e: (e.resolved, e.exit_only, -e.last_seq))
+    ledger.errors = ([e for e in ranked if not e.resolved][:MAX_UNRESOLVED_ERRORS]
+                     + [e for e in ranked if e.resolved][:MAX_RESOLVED_ERRORS])
+    ledger.commands = sorted(ledger.commands, key=lambda c: c.last_seq)[-MAX_COMMANDS:]
+    ledger.tallies = sorted(ledger.tallies, key=lambda t: t.last_seq)[-MAX_TALLIES:]
+    ledger.commits = sorted(ledger.commits, key=lambda c: c.last_seq)[-MAX_COMMITS:]
+    ledger.branches = sorted(ledger.branches, key=lambda b: b.last_seq)[-MAX_BRANCHES:]
+    return ledger

@@ -1,0 +1,294 @@
+"""Shell text as facts: which files a command reads or changes, and what "the same run" means.
+
+Agents run most of their work through a shell tool, so the command line is the richest source
+of file facts, and the least trustworthy: a token is a path only when it looks like one and
+sits where a path goes (a redirect target, a `cat`/`sed -i`/`rm` argument, a patch header).
+Quoted text is masked before anything is matched, so `>` inside a string is not a redirect.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any
+
+COMMAND_MAX_CHARS = 400  # heredoc scripts inside a command are not the command's identity
+
+# Commands that verify work: test runners, type checkers, builds, running a script.
+VERIFY_COMMAND_RE = re.compile(
+    r"\b(?:pytest|py\.test|unittest|tox|nox|jest|vitest|mocha|ava|tsc|tsgo|mypy|pyright|ruff|eslint|biome"
+    r"|go (?:test|build|vet)|cargo (?:test|build|check|clippy|run)|mix (?:test|compile|credo)"
+    r"|(?:npm|pnpm|yarn|bun) (?:test|build|run [\w:-]*(?:test|check|build|lint|tsc|type)[\w:-]*)|npx (?:tsc|jest|vitest|mocha)|node --test"
+    r"|deno test|bun test|make|ctest|gradle|mvn|rspec|phpunit|dotnet (?:test|build)"
+    r"|python3?(?: -m \w+| -\w)* \S+\.py|node \S+\.[cm]?[jt]s|tsx \S+\.[jt]s)\b")
+GIT_COMMIT_CMD_RE = re.compile(r"\bgit\b(?:\s+-\S+(?:\s+\S+)?)*\s+commit\b")
+BRANCH_CMD_RE = re.compile(r"\bgit\s+(?:checkout\s+-[bB]|switch\s+-[cC]|switch)\s+([\w./+-]+)")
+
+# Patch headers (Codex apply_patch and unified diffs) inside a patch tool's input.
+PATCH_FILE_RE = re.compile(r"^\*\*\* (Update|Add|Delete) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$", re.MULTILINE)
+DIFF_OLD_RE = re.compile(r"^--- (?:a/)?(\S+)", re.MULTILINE)
+DIFF_NEW_RE = re.compile(r"^\+\+\+ (?:b/)?(\S+)", re.MULTILINE)
+PATCH_COMMAND_RE = re.compile(r"\b(?:apply_patch|git apply|patch -p\d)\b")
+
+# Programs that only filter a run's output: `npm run check 2>&1 | grep error` is `npm run check`.
+FILTER_PROGRAMS = {"head", "tail", "grep", "egrep", "fgrep", "rg", "wc", "sort", "uniq", "less", "more", "cat",
+                   "cut", "tee", "tr", "column"}
+STDERR_MERGE_RE = re.compile(r"\s*\b2>&1\b")
+CD_PREFIX_RE = re.compile(r"^\s*cd\s+(\S+)\s*&&\s*")
+
+# Shell parsing. Paths from shell text must look like paths: no spaces, globs, variables.
+SHELL_PATH_RE = re.compile(r"^[\w.~@+/-][\w.~@+,=/-]*$")
+FILE_EXT_RE = re.compile(r"\.[A-Za-z][\w-]{0,9}$")
+BARE_FILE_NAMES = {"Makefile", "Dockerfile", "Gemfile", "Rakefile", "Procfile", "LICENSE", "README", "Justfile"}
+HEREDOC_RE = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_]\w*)\1")
+REDIRECT_RE = re.compile(r"(?<![\d&>])(>>?)\s*([^\s;&|<>()]+)")
+URL_RE = re.compile(r"^[a-z][a-z0-9+.-]*://", re.IGNORECASE)
+SEGMENT_SEPARATORS = {"&&", "||", ";", "|", "&", ";;", "|&", "(", ")"}
+READ_COMMANDS = {"cat", "head", "tail", "less", "more", "bat", "nl", "wc"}
+OPTION_WITH_VALUE = {"-n", "-c", "--lines", "--bytes"}  # head/tail options that take a value
+
+
+def shell_command(args: dict[str, Any]) -> str | None:
+    """The command line of a shell tool call (Codex passes an argv list)."""
+    value = args.get("command", args.get("cmd"))
+    if isinstance(value, list):  # Codex: ["bash", "-lc", "..."]
+        items = [str(v) for v in value]
+        if len(items) >= 3 and items[0] in ("bash", "sh", "zsh") and items[1] in ("-lc", "-c"):
+            return items[2]
+        return shlex.join(items)
+    return value if isinstance(value, str) and value.strip() else None
+
+
+def clean_tool_path(value: Any) -> str | None:
+    """A path given in a tool argument: trusted to be a path, but not a URL or prose."""
+    if not isinstance(value, str):
+        return None
+    path = value.strip().strip("'\"")
+    if not path or "\n" in path or len(path) > 300 or URL_RE.match(path) or "*" in path:
+        return None
+    return path
+
+
+def looks_like_path(token: str) -> bool:
+    """A token from shell text that is clearly a path (conservative: precision over recall)."""
+    if not SHELL_PATH_RE.match(token) or token.startswith("-") or URL_RE.match(token):
+        return False
+    if not re.search(r"[A-Za-z]", token):  # 1/2, 3.14, 2024-01-01
+        return False
+    if token.endswith("/"):  # a directory
+        return False
+    parts = [p for p in token.split("/") if p]
+    if "/" in token:
+        # `a/b`, `and/or` read as prose; a real path has a file name or a longer component.
+        return bool(FILE_EXT_RE.search(token)) or any(len(p) > 3 for p in parts[:-1] or parts)
+    return bool(FILE_EXT_RE.search(token)) or token in BARE_FILE_NAMES
+
+
+def normalize_path(path: str, cwds: list[str]) -> str:
+    """Strip `./` and a known working-directory prefix so one file has one name."""
+    for cwd in cwds:
+        root = cwd.rstrip("/") + "/"
+        if path.startswith(root) and len(path) > len(root):
+            path = path[len(root):]
+            break
+    while path.startswith("./"):
+        path = path[2:]
+    return path
+
+
+def strip_heredocs(command: str) -> tuple[str, list[str]]:
+    """The command without heredoc bodies, and the bodies (a patch may be inside one)."""
+    lines = command.split("\n")
+    out: list[str] = []
+    bodies: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        out.append(line)
+        i += 1
+        for m in HEREDOC_RE.finditer(line):
+            body: list[str] = []
+            while i < len(lines) and lines[i].strip() != m.group(2):
+                body.append(lines[i])
+                i += 1
+            i += 1  # the delimiter line
+            bodies.append("\n".join(body))
+    return "\n".join(out), bodies
+
+
+def mask_quotes(text: str) -> str:
+    """Same-length text with quoted content blanked, so `>` inside a string is not a redirect."""
+    out = []
+    quote = ""
+    for ch in text:
+        if quote:
+            if ch == quote:
+                quote = ""
+                out.append(ch)
+            else:
+                out.append("\x01")
+        elif ch in "'\"":
+            quote = ch
+            out.append(ch)
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _unquoted_newlines_to_semicolons(text: str) -> str:
+    masked = mask_quotes(text)
+    return "".join(";" if ch == "\n" and m == "\n" else ch for ch, m in zip(text, masked, strict=True))
+
+
+def segments(command: str) -> list[list[str]]:
+    lexer = shlex.shlex(_unquoted_newlines_to_semicolons(command), posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    lexer.commenters = ""
+    try:
+        tokens = list(lexer)
+    except ValueError:  # unbalanced quotes: do not guess
+        return []
+    found: list[list[str]] = [[]]
+    for tok in tokens:
+        if tok in SEGMENT_SEPARATORS:
+            found.append([])
+        else:
+            found[-1].append(tok)
+    return [s for s in found if s]
+
+
+def without_redirects(tokens: list[str]) -> list[str]:
+    out: list[str] = []
+    skip = False
+    for tok in tokens:
+        if skip:
+            skip = False
+            continue
+        if tok in (">", ">>", "<", ">&", "<<", "<<<", "&>", ">|"):
+            skip = True
+            continue
+        out.append(tok)
+    return out
+
+
+def _sed_files(args: list[str]) -> tuple[bool, list[str]]:
+    """(in_place, files) of a sed invocation."""
+    in_place = False
+    has_script_option = False
+    positional: list[str] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in ("-i", "--in-place") or a.startswith("-i") or a.startswith("--in-place="):
+            in_place = True
+            # BSD sed: `-i ''` or `-i .bak` takes the suffix as the next argument.
+            if a == "-i" and i + 1 < len(args) and (args[i + 1] == "" or re.match(r"^\.\w+$", args[i + 1])):
+                i += 1
+        elif a in ("-e", "-f", "--expression", "--file"):
+            has_script_option = True
+            i += 1
+        elif a.startswith("-"):
+            pass
+        else:
+            positional.append(a)
+        i += 1
+    files = positional if has_script_option else positional[1:]
+    return in_place, files
+
+
+def shell_file_actions(command: str, cwds: list[str]) -> list[tuple[str, str]]:
+    """Files a shell command clearly reads, creates, changes or removes."""
+    found: list[tuple[str, str]] = []
+    stripped, bodies = strip_heredocs(command)
+    if PATCH_COMMAND_RE.search(command):
+        for body in bodies or [command]:
+            found += patch_file_actions(body)
+    masked = mask_quotes(stripped)
+    for m in REDIRECT_RE.finditer(masked):
+        target = stripped[m.start(2):m.end(2)].strip("'\"")
+        if target.startswith("/dev/") or not looks_like_path(target):
+            continue
+        found.append((target, "modified" if m.group(1) == ">>" else "created"))
+    for tokens in segments(stripped):
+        has_heredoc = "<<" in tokens or "<<<" in tokens
+        words = without_redirects(tokens)
+        while words and re.match(r"^\w+=", words[0]):  # FOO=1 cmd ...
+            words = words[1:]
+        if words and words[0] in ("sudo", "command", "time", "nohup"):
+            words = words[1:]
+        if not words:
+            continue
+        prog, args = words[0].rsplit("/", 1)[-1], words[1:]
+        if prog in READ_COMMANDS and not has_heredoc:
+            skip_next = False
+            for a in args:
+                if skip_next:
+                    skip_next = False
+                elif a in OPTION_WITH_VALUE:
+                    skip_next = True
+                elif looks_like_path(a):
+                    found.append((a, "read"))
+        elif prog == "sed":
+            in_place, files = _sed_files(args)
+            found += [(f, "modified" if in_place else "read") for f in files if looks_like_path(f)]
+        elif prog == "rm":
+            found += [(a, "deleted") for a in args if looks_like_path(a)]
+        elif prog == "touch":
+            found += [(a, "created") for a in args if looks_like_path(a)]
+    return [(normalize_path(p, cwds), a) for p, a in found]
+
+
+def patch_file_actions(text: str) -> list[tuple[str, str]]:
+    """Files named by apply_patch headers or unified-diff headers."""
+    found: list[tuple[str, str]] = []
+    for m in PATCH_FILE_RE.finditer(text):
+        if m.group(3):
+            found.append((m.group(3), "created"))
+        else:
+            action = {"Update": "modified", "Add": "created", "Delete": "deleted"}[m.group(1)]
+            found.append((m.group(2), action))
+    # Each `--- old` header is followed by its `+++ new` header; pair them in order.
+    for old, new in zip(DIFF_OLD_RE.findall(text), DIFF_NEW_RE.findall(text), strict=False):
+        if new == "/dev/null":
+            found.append((old, "deleted"))
+        elif old == "/dev/null":
+            found.append((new, "created"))
+        else:
+            found.append((new, "modified"))
+    return [(p, a) for p, a in found if clean_tool_path(p)]
+
+
+def run_key(command: str, cwds: list[str] | tuple[str, ...] = ()) -> str:
+    """A command without its output filters, `2>&1` and a `cd` into the session's own working
+    directory: what "the same run" means."""
+    text = strip_heredocs(command)[0]
+    m = CD_PREFIX_RE.match(text)
+    if m and m.group(1).strip("'\"").rstrip("/") in {c.rstrip("/") for c in cwds}:
+        text = text[m.end():]
+    masked = mask_quotes(text)
+    cuts = [i for i, ch in enumerate(masked)
+            if ch == "|" and masked[i - 1:i] != "|" and masked[i + 1:i + 2] not in ("|", "&")]
+    pieces = [text[a + 1:b] for a, b in zip([-1] + cuts, cuts + [len(text)], strict=True)]
+    while len(pieces) > 1 and (pieces[-1].split() or [""])[0] in FILTER_PROGRAMS:
+        pieces.pop()
+    return " ".join(STDERR_MERGE_RE.sub("", "|".join(pieces)).split())
+
+
+def last_program(command: str) -> str | None:
+    """The program whose exit status a pipeline reports (first word of the last segment)."""
+    segs = segments(strip_heredocs(command)[0])
+    words = without_redirects(segs[-1]) if segs else []
+    return words[0].rsplit("/", 1)[-1] if words else None
+
+
+def commit_subject(command: str) -> str | None:
+    for tokens in segments(strip_heredocs(command)[0]):
+        for i, tok in enumerate(tokens[:-1]):
+            if tok in ("-m", "--message") and "commit" in tokens and "$(" not in tokens[i + 1]:
+                return tokens[i + 1].strip().split("\n")[0] or None
+    return None
+
+
+def is_verify_command(command: str) -> bool:
+    """A test/build/script run: quoted text is blanked (`git commit -m "make it pass"` runs nothing)."""
+    return bool(VERIFY_COMMAND_RE.search(mask_quotes(command)))

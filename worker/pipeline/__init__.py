@@ -1,0 +1,375 @@
+"""prune → tail → facts → summarize → verify → checkpoint, for one session.
+
+`compact()` only orchestrates: each stage is a named step below, and each stage's rules live in
+its own module (prune.py, tail.py, worker.facts, summarize.py, verify.py, checkpoint.py). Data
+flows one way. Nothing here knows an engine beyond the backend protocol, and nothing mutates
+the caller's session: prune returns a marked copy, the stored history stays whole.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from backends.base import Backend
+from backends.engine_thread import FOREGROUND
+
+from ..facts.actions import scan_actions
+from ..facts.ledger import Ledger, extract_ledger
+from ..facts.workstate import WorkState, derive_work_state
+from ..session import Message, Session
+from ..tokens import Budget, TokenCounter, make_budget
+from .checkpoint import (
+    Checkpoint,
+    Section,
+    bullets,
+    fit_sections,
+    ledger_sections,
+    progress_section,
+    render_summary,
+)
+from .prune import PRUNE_MINIMUM, PRUNE_PROTECT, PruneResult, prune_tool_outputs
+from .summarize import (
+    MAX_NEW_TOKENS,
+    Narrative,
+    SummarizeResult,
+    detect_language,
+    previous_text,
+    strip_message_ids,
+    summarize_narrative,
+)
+from .tail import TAIL_TURNS, TailSelection, preserve_recent_budget, select_tail
+from .verify import done_evidence, verify_narrative
+
+MIN_FREE_SHARE = 0.10  # a compaction that frees less than this share of usable would loop
+SUMMARY_MAX_TOKENS = 4_000  # the summary's own bound, whatever the window: keeps it from growing
+SUMMARY_SHARE = 0.35  # ... and at most this share of usable, so the tail and new turns fit
+
+
+class CompactionRefused(Exception):
+    """The loop guard said no (the compaction would not free enough); the reason is the message."""
+
+
+@dataclass
+class CompactionConfig:
+    context_limit: int
+    reserved: int | None = None
+    max_output_tokens: int | None = None
+    tail_turns: int = TAIL_TURNS
+    prune_protect: int = PRUNE_PROTECT
+    prune_minimum: int = PRUNE_MINIMUM
+    min_free_share: float = MIN_FREE_SHARE
+    summary_max_tokens: int = SUMMARY_MAX_TOKENS
+    summarizer_window: int | None = None  # default: the backend's context size
+    max_new_tokens: int = MAX_NEW_TOKENS
+    use_model: bool = True  # False: deterministic checkpoint only
+    priority: int = FOREGROUND
+    # A rolling-summary swap: `previous` is a ready checkpoint the agent has not received yet, so
+    # it frees everything it covers even when no message is left between it and the tail.
+    swap: bool = False
+    # Keep the summarizer's KV prefix per session between updates (engines that support it).
+    prefix_cache: bool = True
+
+    def budget(self) -> Budget:
+        return make_budget(self.context_limit, self.max_output_tokens, self.reserved)
+
+
+@dataclass
+class CompactionResult:
+    checkpoint: Checkpoint
+    pruned_session: Session
+    summarize: SummarizeResult | None
+    stage_ms: dict[str, float] = field(default_factory=dict)
+
+
+def _head_start(session: Session, previous: Checkpoint | None) -> int:
+    """First message not covered by a summary (ours or one the agent wrote in-session)."""
+    start = 0
+    if previous is not None and previous.boundary_message_id:
+        ids = [m.id for m in session.messages]
+        if previous.boundary_message_id in ids:
+            start = ids.index(previous.boundary_message_id) + 1
+    summary = session.last_summary_index()
+    if summary is not None:
+        start = max(start, summary + 1)
+    return start
+
+
+def _with_boundary(session: Session, head_start: int) -> Session:
+    """Messages before the boundary are compacted: never summarized or counted again."""
+    if head_start == 0:
+        return session
+    s = session.model_copy(deep=True)
+    for m in s.messages[:head_start]:
+        if not m.is_summary and m.role != "system":
+            m.compacted = True
+    return s
+
+
+@dataclass
+class _Split:
+    """The working session cut into system, head (to summarize) and verbatim tail."""
+
+    per_message: list[int]
+    tail_budget: int
+    tail: TailSelection
+    head: list[Message]
+    tail_msgs: list[Message]
+    system_msgs: list[Message]
+
+
+@dataclass
+class _Facts:
+    """What rules say about the messages since the boundary, and the sections built from it."""
+
+    since_boundary: list[Message]
+    ledger: Ledger
+    state: WorkState
+    lang: str
+    sections: dict[str, Section]
+
+
+@dataclass
+class _Story:
+    """The narrative sections' source: the verified model output, or the fallback."""
+
+    narrative: Narrative
+    result: SummarizeResult | None
+    removed: list[dict]
+    fallback: str
+
+
+def _count_before(session: Session, previous: Checkpoint | None, head_start: int, counter: TokenCounter,
+                  held_tokens: int | None) -> int:
+    """What the agent's context holds now."""
+    if held_tokens is not None:
+        return held_tokens
+    if previous is not None and head_start > 0:
+        # What the agent holds now: the previous checkpoint's system + summary, then every
+        # message since its boundary (its tail included), not the whole stored history.
+        held = previous.messages[: len(previous.messages) - len(previous.tail_message_ids)]
+        return counter.messages(held + [m.to_chat() for m in session.messages[head_start:]])
+    return counter.total(session)
+
+
+def _split(working: Session, head_start: int, counter: TokenCounter, budget: Budget, config: CompactionConfig) -> _Split:
+    per_message = counter.per_message(working)
+    tail_budget = preserve_recent_budget(budget.usable)
+    tail = select_tail(working, per_message, tail_budget, config.tail_turns, head_start=head_start)
+    head = [m for m in working.messages[head_start : tail.cut] if not m.compacted and m.role != "system"]
+    system_msgs = [m for m in working.messages[:head_start] + working.messages[: tail.cut] if m.role == "system"]
+    system_msgs = list({m.id: m for m in system_msgs}.values())[:1]
+    return _Split(per_message, tail_budget, tail, head, working.messages[tail.cut :], system_msgs)
+
+
+def _facts(session: Session, working: Session, head_start: int, previous: Checkpoint | None) -> _Facts:
+    """Ledger and work state from ONE scan of the actions since the boundary; their sections."""
+    since_boundary = [m for m in working.messages[head_start:] if not m.compacted]
+    prev_ledger = Ledger.from_dict(previous.ledger) if previous is not None else None
+    cwd = session.meta.get("cwd") if isinstance(session.meta.get("cwd"), str) else None
+    actions = scan_actions(since_boundary, cwd=cwd)
+    ledger = extract_ledger(since_boundary, previous=prev_ledger, cwd=cwd, actions=actions)
+    state = derive_work_state(since_boundary, ledger, cwd=cwd, actions=actions)
+    lang = detect_language(since_boundary)
+    if previous is not None and not any(m.role == "user" and m.text for m in since_boundary):
+        lang = previous.lang
+    facts = ledger_sections(ledger, lang)
+    sections = {
+        "Constraints & Preferences": facts["Constraints & Preferences"],
+        "Progress": progress_section(state, lang),
+        "Critical Context": facts["Critical Context"],
+        "Relevant Files": facts["Relevant Files"],
+    }
+    return _Facts(since_boundary, ledger, state, lang, sections)
+
+
+def _guard(before: int, split: _Split, facts: _Facts, counter: TokenCounter, budget: Budget,
+           config: CompactionConfig) -> tuple[int, int, int]:
+    """Loop guard: project the result before spending a model call on it.
+    Returns (system tokens, summary limit, projected tokens)."""
+    system_tokens = counter.messages([m.to_chat() for m in split.system_msgs]) if split.system_msgs else 0
+    summary_limit = min(config.summary_max_tokens, int(budget.usable * SUMMARY_SHARE))
+    deterministic = counter.text(render_summary(facts.sections, facts.lang))
+    narrative_bound = config.max_new_tokens if config.use_model else 0
+    projected = system_tokens + min(summary_limit, deterministic + narrative_bound) + split.tail.tail_tokens
+    if not split.head and not config.swap:
+        raise CompactionRefused("nothing to compact: every message since the last summary is in the recent tail")
+    if before - projected < config.min_free_share * budget.usable:
+        raise CompactionRefused(
+            f"compaction would free only {max(0, before - projected)} of {before} tokens "
+            f"(< {config.min_free_share:.0%} of usable {budget.usable}): refusing, it would loop"
+        )
+    return system_tokens, summary_limit, projected
+
+
+def _narrate(session: Session, backend: Backend, config: CompactionConfig, previous: Checkpoint | None,
+             head_start: int, head: list[Message], facts: _Facts, say: Callable[[str], None]) -> _Story:
+    """Goal, Key Decisions and Next Steps: the model's, verified, or carried / the user's words."""
+    result: SummarizeResult | None = None
+    prev_narr = Narrative.from_dict(previous.narrative) if previous is not None else None
+    prev_summary_text = session.messages[head_start - 1].text if head_start and session.messages[head_start - 1].is_summary else None
+    previous_for_model = previous_text(prev_narr, prev_summary_text)
+    narrative = Narrative()
+    removed: list[dict] = []
+    fallback = ""
+    user_texts = [m.text for m in facts.since_boundary if m.role == "user" and m.text.strip()]
+    first_request = (user_texts[-1] if user_texts else "") if previous is not None else (user_texts[0] if user_texts else "")
+    fallback_goal = (prev_narr.goal if prev_narr and prev_narr.goal else first_request)[:600]
+    if config.use_model and head:
+        window = config.summarizer_window or backend.info().context_size or 8192
+        say(f"summarizing {len(head)} messages with the model")
+        ids = {m.id for m in session.messages}
+        result = summarize_narrative(
+            backend, head,
+            facts=strip_message_ids(render_summary(facts.sections, facts.lang, reference_prefix=False), ids),
+            previous=previous_for_model, lang=facts.lang,
+            window=window, max_new_tokens=config.max_new_tokens, priority=config.priority,
+            cache_key=session.id if config.prefix_cache else None,
+            progress=lambda k, n: say(f"chunk {k + 1}/{n}"),
+        )
+        if result.problems and not (result.narrative.goal or result.narrative.next_steps):
+            fallback = "; ".join(result.problems) + ": deterministic checkpoint used"
+        else:
+            narrative, removals = verify_narrative(
+                result.narrative, result.model_input, done=done_evidence(facts.ledger, facts.state),
+                constraints=[u.text for u in facts.ledger.user_instructions],
+                fallback_goal=fallback_goal,
+            )
+            removed = [r.to_dict() for r in removals]
+    elif not config.use_model:
+        fallback = "model disabled: deterministic checkpoint" + (
+            ", narrative carried from the previous checkpoint" if prev_narr is not None else ""
+        )
+    if not narrative.goal:
+        narrative.goal = fallback_goal
+    if prev_narr is not None and not result:
+        # No model call (a swap): the previous narrative is carried whole, decisions included.
+        narrative.next_steps = narrative.next_steps or prev_narr.next_steps
+        narrative.key_decisions = narrative.key_decisions or prev_narr.key_decisions
+    return _Story(narrative, result, removed, fallback)
+
+
+def _narrative_sections(narrative: Narrative) -> dict[str, Section]:
+    return {
+        "Goal": Section(text=narrative.goal),
+        "Key Decisions": bullets([d["decision"] + (f" — {d['reason']}" if d.get("reason") else "")
+                                  for d in narrative.key_decisions]),
+        "Next Steps": bullets(list(narrative.next_steps)),
+    }
+
+
+def compact(
+    session: Session,
+    backend: Backend,
+    config: CompactionConfig,
+    *,
+    previous: Checkpoint | None = None,
+    counter: TokenCounter | None = None,
+    held_tokens: int | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> CompactionResult:
+    """held_tokens: what the agent's context holds now, when the caller knows it better than
+    `previous` does (a rolling summary the agent has not received yet is not what it holds)."""
+    say = progress or (lambda _msg: None)
+    stage: dict[str, float] = {}
+    t_all = time.perf_counter()
+    counter = counter or TokenCounter(backend)
+    budget = config.budget()
+
+    t = time.perf_counter()
+    head_start = _head_start(session, previous)
+    working = _with_boundary(session, head_start)
+    before = _count_before(session, previous, head_start, counter, held_tokens)
+    stage["count_ms"] = (time.perf_counter() - t) * 1000
+
+    t = time.perf_counter()
+    pruned = prune_tool_outputs(working, counter, protect_tokens=config.prune_protect, minimum=config.prune_minimum)
+    working = pruned.session
+    stage["prune_ms"] = (time.perf_counter() - t) * 1000
+    say(pruned.reason)
+
+    t = time.perf_counter()
+    split = _split(working, head_start, counter, budget, config)
+    stage["tail_ms"] = (time.perf_counter() - t) * 1000
+
+    t = time.perf_counter()
+    facts = _facts(session, working, head_start, previous)
+    stage["ledger_ms"] = (time.perf_counter() - t) * 1000
+
+    system_tokens, summary_limit, projected = _guard(before, split, facts, counter, budget, config)
+
+    t = time.perf_counter()
+    story = _narrate(session, backend, config, previous, head_start, split.head, facts, say)
+    stage["summarize_ms"] = (time.perf_counter() - t) * 1000
+
+    t = time.perf_counter()
+    sections, summary_text, summary_tokens = fit_sections(
+        {**facts.sections, **_narrative_sections(story.narrative)}, facts.lang, summary_limit, counter.text)
+    checkpoint_messages = ([m.to_chat() for m in split.system_msgs] + [{"role": "user", "content": summary_text}]
+                           + [m.to_chat() for m in split.tail_msgs if not m.compacted])
+    after = counter.messages(checkpoint_messages)
+    if after > budget.usable:
+        # The tail has a floor (TAIL_MIN_TOKENS) that a tiny context cannot hold: storing this
+        # checkpoint would overflow the agent's very next request.
+        raise CompactionRefused(
+            f"the checkpoint would hold {after} tokens (tail {split.tail.tail_tokens}, summary {summary_tokens}) "
+            f"but context limit {budget.context_limit} leaves only {budget.usable} usable: raise the context limit"
+        )
+    stage["checkpoint_ms"] = (time.perf_counter() - t) * 1000
+    stage["total_ms"] = (time.perf_counter() - t_all) * 1000
+
+    checkpoint = _record(
+        session, working, previous, head_start, split, facts, story, pruned, sections, summary_text,
+        checkpoint_messages, stage,
+        tokens={"before": before, "after": after, "summary": summary_tokens, "tail": split.tail.tail_tokens,
+                "system": system_tokens, "projected": projected},
+        budget={"context_limit": budget.context_limit, "reserved": budget.reserved, "usable": budget.usable,
+                "summary_limit": summary_limit, "tail_budget": split.tail_budget},
+    )
+    return CompactionResult(checkpoint, working, story.result, stage)
+
+
+def _record(session: Session, working: Session, previous: Checkpoint | None, head_start: int, split: _Split,
+            facts: _Facts, story: _Story, pruned: PruneResult, sections: dict[str, Section], summary_text: str,
+            messages: list[dict], stage: dict[str, float], *, tokens: dict[str, int],
+            budget: dict[str, int]) -> Checkpoint:
+    """The Checkpoint record: sections rendered to markdown here, once."""
+    head, tail, result = split.head, split.tail, story.result
+    version = (previous.version + 1) if previous is not None else 1
+    return Checkpoint(
+        session_id=session.id,
+        version=version,
+        lang=facts.lang,
+        sections={name: section.body() for name, section in sections.items()},
+        summary_text=summary_text,
+        narrative=story.narrative.to_dict(),
+        ledger=facts.ledger.to_dict(),
+        work_state=facts.state.to_dict(),
+        boundary_message_id=head[-1].id if head else (previous.boundary_message_id if previous else None),
+        tail_message_ids=[m.id for m in split.tail_msgs],
+        messages=messages,
+        tokens=tokens,
+        budget=budget,
+        verification={"removed": story.removed, "fallback": story.fallback,
+                      "problems": result.problems if result else []},
+        timings={
+            "stages_ms": {k: round(v, 1) for k, v in stage.items()},
+            "model": [s.to_dict() for s in result.stats] if result else [],
+            "chunks": result.chunks if result else 0,
+        },
+        audit={
+            "dropped": [
+                {"id": m.id, "tokens": split.per_message[i]}
+                for i, m in enumerate(working.messages[head_start : tail.cut], start=head_start)
+                if not m.compacted and m.role != "system"
+            ],
+            "pruned": [vars(p) for p in pruned.candidates] if pruned.committed else [],
+            "prune": pruned.reason,
+            "split_turn_start": working.messages[tail.split_turn_start].id if tail.split_turn_start is not None else None,
+            "summary_version": version,
+        },
+    )
+
+
+__all__ = ["CompactionConfig", "CompactionRefused", "CompactionResult", "compact"]
