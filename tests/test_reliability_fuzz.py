@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from backends.models import resolve
 from tests.test_reliability_common import FULL
 from worker.pipeline import CompactionConfig, CompactionRefused, compact
-from worker.prune import prune_tool_outputs
+from worker.pipeline.prune import prune_tool_outputs
 from worker.session import Message, Session, TextPart, ToolCallPart, ToolResultPart
 from worker.tokens import TokenCounter
 

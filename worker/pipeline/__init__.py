@@ -18,7 +18,7 @@ from backends.engine_thread import FOREGROUND
 from ..facts.actions import scan_actions
 from ..facts.ledger import Ledger, extract_ledger
 from ..facts.workstate import WorkState, derive_work_state
-from ..session import Message, Session
+from ..session import Message, Session, boundary_index
 from ..tokens import Budget, TokenCounter, make_budget
 from .checkpoint import (
     Checkpoint,
@@ -85,11 +85,7 @@ class CompactionResult:
 
 def _head_start(session: Session, previous: Checkpoint | None) -> int:
     """First message not covered by a summary (ours or one the agent wrote in-session)."""
-    start = 0
-    if previous is not None and previous.boundary_message_id:
-        ids = [m.id for m in session.messages]
-        if previous.boundary_message_id in ids:
-            start = ids.index(previous.boundary_message_id) + 1
+    start = boundary_index(session, previous.boundary_message_id if previous is not None else None)
     summary = session.last_summary_index()
     if summary is not None:
         start = max(start, summary + 1)

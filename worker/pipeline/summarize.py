@@ -297,7 +297,7 @@ def summarize_narrative(
             progress(k, len(chunks))
         prompt = build_prompt("\n\n".join(chunk), facts, current, lang)
         inputs.append(prompt[1]["content"])
-        schema = NARRATIVE_SCHEMA if getattr(backend, "supports_json_schema", True) else None
+        schema = NARRATIVE_SCHEMA if backend.supports_json_schema else None
         text, st = collect(
             backend.generate(prompt, max_tokens=max_new_tokens, temperature=0.0, json_schema=schema,
                              priority=priority, isolated=True,

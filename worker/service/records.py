@@ -75,7 +75,7 @@ class PruneMarker:
 @dataclass(frozen=True)
 class StoredCheckpoint:
     """One link of a session's checkpoint chain as stored: `data` is the pipeline
-    checkpoint's dict (`worker.checkpoint.Checkpoint.to_dict()`)."""
+    checkpoint's dict (`worker.pipeline.checkpoint.Checkpoint.to_dict()`)."""
 
     session_id: str
     version: int

@@ -23,10 +23,10 @@ from typing import Any
 
 from backends.base import Backend, GenerationStats, collect
 
-from ..checkpoint import Checkpoint
-from ..formats.export import to_anthropic, to_openai
+from ..formats.export import to_anthropic
 from ..pipeline import CompactionConfig, CompactionRefused, compact
-from ..prune import prune_tool_outputs
+from ..pipeline.checkpoint import Checkpoint
+from ..pipeline.prune import prune_tool_outputs
 from ..session import Session, boundary_index
 from ..tokens import TokenCounter, make_budget
 from . import history
@@ -484,7 +484,7 @@ class CompactdService:
         if fmt == "anthropic":
             out.update(to_anthropic(data["messages"]))
         else:
-            out["messages"] = to_openai(data["messages"])
+            out["messages"] = data["messages"]  # stored as the pipeline rendered them (OpenAI shape)
         return out
 
     def search(self, session_id: str, query: str, limit: int = 20) -> SearchResponse:
