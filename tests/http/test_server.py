@@ -45,7 +45,7 @@ def make_client():
 def assert_error(response, status: int, code: str) -> dict:
     assert response.status_code == status, response.text
     body = response.json()
-    assert set(body) == {"error"} and set(body["error"]) == {"code", "message", "type"}
+    assert set(body) == {"error"} and set(body["error"]) == {"code", "message", "param", "type"}
     assert body["error"]["code"] == code and body["error"]["message"]
     assert "Traceback" not in response.text
     return body["error"]
