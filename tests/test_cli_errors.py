@@ -151,3 +151,31 @@ def test_count_json_chinese_equals_engine_both_paths(capsys, gguf_path, tmp_path
         row = out["files"][0]
         assert row["tokens"] == expected, path_choice
         assert row["chars_per_4_error_pct"] < -30  # chars/4 badly undercounts Chinese
+
+
+def test_compact_on_deeply_nested_json_is_one_line(capsys, tmp_path):
+    """5,000 nested arrays pass json's parser a RecursionError, not a ValueError."""
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 5000 + "]" * 5000)
+    for fmt in ("auto", "openai"):
+        code, out, err = run(capsys, "compact", str(deep), "--format", fmt, "--no-model", "--quiet")
+        assert_one_line_error(code, err, "nested too deeply to parse")
+        assert out == ""
+
+
+def test_bench_without_matplotlib_names_the_install(capsys, monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` raises ImportError
+    code, out, err = run(capsys, "bench", "tokenizer", "--quick", "--out", str(tmp_path))
+    assert_one_line_error(code, err, "matplotlib", "pip install matplotlib", "compactd[dev]")
+    assert out == "" and list(tmp_path.iterdir()) == []  # refused before any benchmark ran
+
+
+def test_version_is_the_package_metadata(capsys):
+    from pathlib import Path
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out == f"compactd {project['version']}\n"

@@ -29,12 +29,12 @@ TEST_MODEL = "qwen2.5-coder-0.5b"
 
 
 def assert_error_shape(response: httpx.Response, status: int | None = None, code: str | None = None) -> dict:
-    """The documented error: {"error": {"code", "message", "type"}}, no traceback."""
+    """The documented error: {"error": {"code", "message", "param", "type"}}, no traceback."""
     if status is not None:
         assert response.status_code == status, response.text
     assert 400 <= response.status_code < 600, response.text
     body = response.json()
-    assert set(body) == {"error"} and set(body["error"]) == {"code", "message", "type"}, body
+    assert set(body) == {"error"} and set(body["error"]) == {"code", "message", "param", "type"}, body
     assert body["error"]["message"] and body["error"]["type"]
     assert "Traceback" not in response.text
     if code is not None:

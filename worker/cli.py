@@ -290,11 +290,17 @@ def cmd_estimate(args: argparse.Namespace) -> int:
 
 
 BENCHMARKS = ("tokenizer", "throughput", "fidelity")
+# The benchmarks plot with matplotlib, a dev extra (not core): checked before any work is done.
+PLOT_INSTALL = "pip install matplotlib (or pip install 'compactd[dev]')"
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
     import importlib
 
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise CliError(f"compactd bench needs matplotlib for its plots: {PLOT_INSTALL}") from None
     names = BENCHMARKS if args.name == "all" else (args.name,)
     out_dir = Path(args.out)
     for name in names:
@@ -420,10 +426,21 @@ def _model_args(p: argparse.ArgumentParser, defaults: Settings) -> None:
     add_setting(p, defaults, "tokenizer")
 
 
+def package_version() -> str:
+    """The installed distribution's version (pyproject.toml's, via the package metadata)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("compactd")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
 def build_parser(defaults: Settings | None = None) -> argparse.ArgumentParser:
     """Raises SettingsError when a COMPACTD_* variable is invalid (the flags' defaults)."""
     defaults = defaults or load_settings()
     parser = argparse.ArgumentParser(prog="compactd", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"compactd {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("models", help="list the bundled models and where they are")

@@ -111,6 +111,52 @@ def test_claude_code_sidechains_are_counted_and_skipped():
     assert inspect(s)["skipped"]["sidechain"] == 2
 
 
+def subagent_records() -> list[dict]:
+    """The Task sub-agent of the cc-spotter fixture as Claude Code writes it to its own file
+    (`<session>/subagents/agent-<id>.jsonl`): the main file embeds each of the sub-agent's
+    records in an `agent_progress` record; here each is a top-level sidechain record again."""
+    out: list[dict] = []
+    for line in CC.read_text().splitlines():
+        rec = json.loads(line)
+        data = rec.get("data") or {}
+        if rec.get("type") != "progress" or data.get("type") != "agent_progress":
+            continue
+        inner = data["message"]
+        out.append({"parentUuid": out[-1]["uuid"] if out else None, "isSidechain": True,
+                    "userType": rec["userType"], "cwd": rec["cwd"], "sessionId": rec["sessionId"],
+                    "version": rec["version"], "gitBranch": rec["gitBranch"], "agentId": data["agentId"],
+                    "type": inner["type"], "message": inner["message"], "uuid": inner["uuid"],
+                    "timestamp": inner["timestamp"]})
+    return out
+
+
+def test_claude_code_subagent_file_imports_as_its_own_session(tmp_path):
+    records = subagent_records()
+    blocks = [b for r in records for b in r["message"]["content"] if isinstance(b, dict)]
+    calls = [b["id"] for b in blocks if b.get("type") == "tool_use"]
+    results = [b["tool_use_id"] for b in blocks if b.get("type") == "tool_result"]
+    agent, parent = records[0]["agentId"], records[0]["sessionId"]
+    path = tmp_path / f"agent-{agent}.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+
+    s = load(path)  # format detected
+    info = inspect(s)
+    assert (s.source_format, s.id, s.meta["parent_session_id"]) == ("claude_code", f"agent-{agent}", parent)
+    assert info["skipped"] == {} and info["warnings"] == []
+    assert (info["tool_calls"], info["tool_results"], info["unanswered_tool_calls"]) == (len(calls), len(results), 0)
+    assert [c.id for m in s.messages for c in m.tool_calls] == calls
+    assert pairs_intact(s)
+    users = [m for m in s.messages if m.role == "user"]
+    assert [m.text for m in users] == [records[0]["message"]["content"][0]["text"]]  # the Task prompt
+
+    # the same records inside a main transcript stay the sub-agent's: skipped and counted
+    mixed = tmp_path / "main.jsonl"
+    mixed.write_text(CC.read_text() + path.read_text())
+    main = load(mixed)
+    assert main.id == parent and main.meta["skipped"]["sidechain"] == len(records)
+    assert len(main.messages) == len(load(CC).messages)
+
+
 def test_pi_counts_match_manifest(pi_session):
     info = inspect(pi_session)
     # MANIFEST: 88 user + 453 assistant + 373 toolResult; 19 isError
@@ -398,6 +444,24 @@ def test_binary_blob_line(fmt, lines, tmp_path):
 def test_nothing_importable_raises_format_error(fmt, bad):
     with pytest.raises(FormatError):
         load(bad, format=fmt)
+
+
+def test_deeply_nested_json_is_a_format_error_not_a_recursion_error(tmp_path):
+    deep = "[" * 5000 + "]" * 5000
+    (tmp_path / "deep.json").write_text(deep)
+    for fmt in ("auto", "openai", "anthropic", "swe_agent", "opencode"):
+        with pytest.raises(FormatError, match="nested too deeply to parse"):
+            load(tmp_path / "deep.json", format=fmt)
+    # in JSONL one such line is skipped like any unparseable line, and the rest imports
+    lines = [json.dumps({"role": "user", "content": "hi"}), deep, json.dumps({"role": "assistant", "content": "ok"})]
+    s = load("\n".join(lines) + "\n", format="openai")
+    assert [m.text for m in s.messages] == ["hi", "ok"]
+    assert s.warnings == ["line 2: nested too deeply to parse, skipped"]
+    cc_lines = CC.read_text().splitlines()
+    with_deep = cc_lines[:2] + [deep] + cc_lines[2:]
+    s = load("\n".join(with_deep) + "\n")
+    assert s.source_format == "claude_code" and "line 3: nested too deeply to parse, skipped" in s.warnings
+    assert len(s.messages) == len(load(CC).messages)
 
 
 def test_detect_unrecognized_and_missing_file(tmp_path):

@@ -182,7 +182,7 @@ def test_silent_and_stalled_clients_are_cut_off():
             answer = _recv_all(stalled)
             assert answer.startswith(b"HTTP/1.1 408 ") and answer.endswith(b"<closed>")
             body = json.loads(answer.split(b"\r\n\r\n", 1)[1].removesuffix(b"<closed>"))
-            assert body["error"]["code"] == "request_timeout" and set(body["error"]) == {"code", "message", "type"}
+            assert body["error"]["code"] == "request_timeout" and set(body["error"]) == {"code", "message", "param", "type"}
             for s in (silent, half_headers, stalled, kept_alive):
                 s.close()
     finally:

@@ -1,6 +1,6 @@
 """The served OpenAPI spec, fuzzed with schemathesis (issue 7.1): valid and invalid requests for
 every operation against a real uvicorn on 127.0.0.1 (the fake deterministic backend): no 5xx,
-and every error in the documented `{"error": {"code", "message", "type"}}` shape.
+and every error in the documented `{"error": {"code", "message", "param", "type"}}` shape.
 
 Session operations run twice: with generated ids (404s) and with the id of a seeded session
 that holds a transcript and a checkpoint, so their success paths are fuzzed too.
@@ -37,7 +37,7 @@ def error_shaped(response: requests.Response) -> bool:
     except ValueError:
         return False
     return (isinstance(body, dict) and set(body) == {"error"} and isinstance(body["error"], dict)
-            and set(body["error"]) == {"code", "message", "type"} and bool(body["error"]["message"]))
+            and set(body["error"]) == {"code", "message", "param", "type"} and bool(body["error"]["message"]))
 
 
 def run_cases(strategy: Any, label: str, base_url: str, http: requests.Session, statuses: Counter[str],

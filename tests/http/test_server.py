@@ -45,7 +45,7 @@ def make_client():
 def assert_error(response, status: int, code: str) -> dict:
     assert response.status_code == status, response.text
     body = response.json()
-    assert set(body) == {"error"} and set(body["error"]) == {"code", "message", "type"}
+    assert set(body) == {"error"} and set(body["error"]) == {"code", "message", "param", "type"}
     assert body["error"]["code"] == code and body["error"]["message"]
     assert "Traceback" not in response.text
     return body["error"]
@@ -349,3 +349,11 @@ def test_each_app_has_its_own_metrics_registry(make_client):
     route = {"method": "POST", "route": "/v1/tokenize", "status": "200"}
     assert one.registry.get_sample_value("compactd_http_request_duration_seconds_count", route) == 1.0
     assert two.registry.get_sample_value("compactd_http_request_duration_seconds_count", route) is None
+
+
+def test_a_deeply_nested_transcript_is_400_as_json_and_as_jsonl(make_client):
+    client, _backend, _app = make_client(rolling=False)
+    deep = ("[" * 5000 + "]" * 5000).encode()
+    for ctype, code in (("application/json", "invalid_json"), ("application/x-ndjson", "unsupported_format")):
+        r = client.post("/v1/sessions/deep/messages", content=deep, headers={"content-type": ctype})
+        assert "nested too deeply to parse" in assert_error(r, 400, code)["message"]

@@ -7,14 +7,13 @@ warning in `session.warnings` and raises FormatError when nothing is importable.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 from ..session import Session
 from . import anthropic, claude_code, codex, openai, opencode, pi, swe_agent
-from ._common import FormatError, Source, parse_jsonl, read_bytes
+from ._common import FormatError, Source, loads, parse_jsonl, read_bytes
 
 __all__ = ["FORMATS", "FormatError", "detect", "inspect", "load"]
 
@@ -65,7 +64,9 @@ def detect(src: Source) -> str:
         found = _detect_document(src)
     else:
         try:
-            found = _detect_document(json.loads(data.decode("utf-8")))
+            found = _detect_document(loads(data.decode("utf-8")))
+        except FormatError:
+            raise
         except (UnicodeDecodeError, ValueError):
             head = b"\n".join(data.split(b"\n", _SNIFF_LINES)[:_SNIFF_LINES])
             records = [v for _, v in parse_jsonl(head, [])]

@@ -63,6 +63,18 @@ def source_name(src: Source) -> str:
     return "session"
 
 
+TOO_DEEP = "nested too deeply to parse"  # json's recursion limit: the server answers bodies the same
+
+
+def loads(text: str) -> Any:
+    """json.loads, with a document nested deeper than Python's recursion limit (a RecursionError,
+    not a ValueError) raised as FormatError: one line for the CLI, 400 for the server."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise FormatError(f"input is {TOO_DEEP}") from None
+
+
 def parse_jsonl(data: bytes, warnings: list[str]) -> list[tuple[int, Any]]:
     """(line number, value) per parseable line. Undecodable, unparseable or truncated lines are
     skipped with a warning naming the line."""
@@ -79,7 +91,9 @@ def parse_jsonl(data: bytes, warnings: list[str]) -> list[tuple[int, Any]]:
             warnings.append(f"line {n}: invalid UTF-8 (binary data?) skipped")
             continue
         try:
-            out.append((n, json.loads(text)))
+            out.append((n, loads(text)))
+        except FormatError:
+            warnings.append(f"line {n}: {TOO_DEEP}, skipped")
         except ValueError:
             if i == last:
                 warnings.append(f"line {n}: truncated last line skipped")
@@ -92,7 +106,9 @@ def parse_document(data: bytes, warnings: list[str]) -> Any:
     """A whole JSON document; falls back to JSONL (one message per line) so that a
     truncated or partly broken message list still imports what it can."""
     try:
-        return json.loads(data.decode("utf-8"))
+        return loads(data.decode("utf-8"))
+    except FormatError:
+        raise
     except (UnicodeDecodeError, ValueError):
         pass
     records = parse_jsonl(data, warnings)

@@ -56,6 +56,10 @@ def load(src: Source) -> Session:
     session_id = ""
     cwd = ""
     summary_at: int | None = None
+    # A sub-agent's own file: every message record is a sidechain, so sidechains are the session.
+    messages = [rec for _, rec in records if isinstance(rec, dict) and rec.get("type") in ("user", "assistant")]
+    subagent = bool(messages) and all(rec.get("isSidechain") for rec in messages)
+    agent_id = next((str(rec["agentId"]) for rec in messages if rec.get("agentId")), "") if subagent else ""
     for n, rec in records:
         if not isinstance(rec, dict):
             warnings.append(f"line {n}: not a JSON object, skipped")
@@ -71,7 +75,7 @@ def load(src: Source) -> Session:
         if not isinstance(msg, dict):
             warnings.append(f"line {n}: {rtype} record without a message object skipped")
             continue
-        if rec.get("isSidechain"):
+        if rec.get("isSidechain") and not subagent:
             skipped["sidechain"] += 1
             continue
         counts[rtype] += 1
@@ -110,8 +114,15 @@ def load(src: Source) -> Session:
             for m in out[:summary_at]:
                 m.compacted = True
     require_messages(out, "Claude Code JSONL", warnings)
-    session = Session(id=session_id or source_name(src), messages=out, source_format="claude_code",
-                      warnings=warnings)
+    if subagent:  # never the parent's id: the two sessions would collide in the store
+        sid = f"agent-{agent_id}" if agent_id else source_name(src)
+    else:
+        sid = session_id or source_name(src)
+    session = Session(id=sid, messages=out, source_format="claude_code", warnings=warnings)
+    if subagent:
+        session.meta["subagent"] = True
+        if session_id:
+            session.meta["parent_session_id"] = session_id
     session.meta["records"] = dict(counts)
     if cwd:
         session.meta["cwd"] = cwd

@@ -1,5 +1,6 @@
 """Every error the API answers, in one place: ONE table from exception to status, code and
-type, and the one envelope `{"error": {"code", "message", "type"}}`.
+type, and the one envelope `{"error": {"code", "message", "param", "type"}}` (OpenAI's error
+object: `param` names the offending request field, null when there is none).
 
 4xx for bad input, 429 with Retry-After on overload, 503 while the model loads, 502 when the
 engine fails; anything unexpected is a 500 that names the exception class, never a traceback.
@@ -25,9 +26,10 @@ log = logging.getLogger("compactd.server")
 
 class ApiError(Exception):
     def __init__(self, status: int, code: str, message: str, type_: str = "invalid_request_error",
-                 headers: dict[str, str] | None = None):
+                 headers: dict[str, str] | None = None, param: str | None = None):
         super().__init__(message)
         self.status, self.code, self.message, self.type, self.headers = status, code, message, type_, headers
+        self.param = param
 
 
 # exception -> (status, code, type); the first match wins, so subclasses come first.
@@ -48,8 +50,8 @@ ERRORS: tuple[tuple[type[BaseException], int, str, str], ...] = (
 MODEL_LOADING_RETRY_S = 5  # Retry-After while the model loads: loading takes seconds, not minutes
 
 
-def error_body(code: str | int, message: str, type_: str) -> dict[str, Any]:
-    return {"error": {"code": code, "message": message, "type": type_}}
+def error_body(code: str | int, message: str, type_: str, param: str | None = None) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "param": param, "type": type_}}
 
 
 def _headers(exc: BaseException) -> dict[str, str] | None:
@@ -73,11 +75,23 @@ def api_error_for(exc: BaseException) -> ApiError:
 
 async def send_error(send: Callable, err: ApiError) -> None:
     """The envelope straight on ASGI `send`, for the guards that answer before the app runs."""
-    body = json.dumps(error_body(err.code, err.message, err.type)).encode()
+    body = json.dumps(error_body(err.code, err.message, err.type, err.param)).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     headers += [(k.lower().encode(), v.encode()) for k, v in (err.headers or {}).items()]
     await send({"type": "http.response.start", "status": err.status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+def _param(errors: list[dict[str, Any]]) -> str | None:
+    """The first invalid field as OpenAI names it (`messages.0.role`), without FastAPI's
+    leading `body`/`query` location; None when the whole body is at fault."""
+    for e in errors:
+        loc = [str(x) for x in e.get("loc", ())]
+        if loc and loc[0] in ("body", "query", "path", "header"):
+            loc = loc[1:]
+        if loc:
+            return ".".join(loc)
+    return None
 
 
 def install_error_handlers(app: Any) -> None:
@@ -89,7 +103,8 @@ def install_error_handlers(app: Any) -> None:
     from starlette.exceptions import HTTPException as StarletteHTTPException
 
     def response(err: ApiError) -> Any:
-        return JSONResponse(error_body(err.code, err.message, err.type), status_code=err.status, headers=err.headers)
+        return JSONResponse(error_body(err.code, err.message, err.type, err.param), status_code=err.status,
+                            headers=err.headers)
 
     async def any_error(request: Request, exc: Exception) -> Any:
         err = api_error_for(exc)
@@ -104,7 +119,7 @@ def install_error_handlers(app: Any) -> None:
         if any(e.get("type") == "json_invalid" for e in errors):
             return response(ApiError(400, "invalid_json", "request body is not valid JSON"))
         detail = "; ".join(f"{'.'.join(str(x) for x in e.get('loc', ()))}: {e.get('msg')}" for e in errors[:5])
-        return response(ApiError(400, "invalid_request", detail or "invalid request"))
+        return response(ApiError(400, "invalid_request", detail or "invalid request", param=_param(errors)))
 
     async def http_error(request: Request, exc: StarletteHTTPException) -> Any:
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")

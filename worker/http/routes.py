@@ -25,6 +25,7 @@ from ..formats._common import block_text
 from ..service.metrics import CONTENT_TYPE
 from ..service.scheduler import Job
 from ..service.service import CompactdService
+from . import chat
 from .errors import ApiError, api_error_for, error_body
 from .schemas import (
     MAX_CONTEXT_LIMIT,
@@ -98,23 +99,6 @@ def _chat_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         msg["content"] = block_text(m.get("content"))
         out.append(msg)
     return out
-
-
-def _json_schema(response_format: dict[str, Any] | None) -> dict[str, Any] | None:
-    if not response_format:
-        return None
-    kind = response_format.get("type")
-    if kind == "text":
-        return None
-    if kind == "json_object":
-        return response_format.get("schema") or {"type": "object"}
-    if kind == "json_schema":
-        # OpenAI nests it as json_schema.schema; llama-server also takes a top-level schema.
-        schema = (response_format.get("json_schema") or {}).get("schema") or response_format.get("schema")
-        if not isinstance(schema, dict):
-            raise ApiError(400, "invalid_request", "response_format json_schema needs a schema object")
-        return schema
-    raise ApiError(400, "invalid_request", f"unsupported response_format type {kind!r}")
 
 
 def _timings(stats: GenerationStats) -> dict[str, Any]:
@@ -289,24 +273,27 @@ async def models(service: Service) -> Any:
 @openai.post("/v1/chat/completions")
 async def chat_completions(body: ChatCompletionRequest, request: Request, service: Service) -> Any:
     backend = service.require_backend()
-    messages = _chat_messages(body.messages)
-    schema = _json_schema(body.response_format)
+    chat.check_parameters(body.model_extra or {}, body.temperature, body.stream, body.stream_options)
+    messages = _chat_messages(chat.check_messages(body.messages))
+    schema = chat.json_schema(body.response_format, backend.supports_json_schema)
     prompt_tokens = await asyncio.to_thread(backend.count_messages, messages)
     ctx = backend.info().context_size
     wanted = body.max_completion_tokens or body.max_tokens
     max_tokens = wanted or min(DEFAULT_CHAT_MAX_TOKENS, max(0, ctx - prompt_tokens))
     if ctx and prompt_tokens + max_tokens > ctx:
         raise ApiError(400, "context_length_exceeded",
-                       f"prompt of {prompt_tokens} tokens + {max_tokens} to generate exceeds the context of {ctx}")
+                       f"prompt of {prompt_tokens} tokens + {max_tokens} to generate exceeds the context of {ctx}",
+                       param="max_completion_tokens" if body.max_completion_tokens else
+                       "max_tokens" if body.max_tokens else "messages")
     if max_tokens < 1:
-        raise ApiError(400, "context_length_exceeded", f"prompt of {prompt_tokens} tokens fills the context of {ctx}")
+        raise ApiError(400, "context_length_exceeded", f"prompt of {prompt_tokens} tokens fills the context of {ctx}",
+                       param="messages")
     options: dict[str, Any] = {"max_tokens": max_tokens, "temperature": body.temperature, "json_schema": schema,
                                "isolated": False}
     if body.stop:
         options["stop"] = [body.stop] if isinstance(body.stop, str) else body.stop
-    cid = f"chatcmpl-{uuid.uuid4().hex[:24]}"
-    created = int(time.time())
-    name = body.model or service.model_name()
+    head = {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "created": int(time.time()),
+            "model": body.model or service.model_name()}
     t0 = time.perf_counter()
 
     if not body.stream:
@@ -314,26 +301,22 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, servic
         text, stats = await wait_for_job(request, service, job)
         service.chat_done(time.perf_counter() - t0)
         return {
-            "id": cid, "object": "chat.completion", "created": created, "model": name,
+            **head, "object": "chat.completion",
             "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
                          "finish_reason": stats.finish_reason or "stop"}],
             "usage": _usage(stats), "timings": _timings(stats),
         }
 
+    include_usage = bool((body.stream_options or {}).get("include_usage"))
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue = asyncio.Queue()
     job = service.submit_chat(messages, options, sink=lambda item: loop.call_soon_threadsafe(queue.put_nowait, item))
-
-    def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
-        payload = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": name,
-                   "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
-        return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
 
     async def events() -> AsyncIterator[str]:
         stats = GenerationStats()
         finished = False
         try:
-            yield chunk({"role": "assistant", "content": ""})
+            yield chat.chunk(head, {"role": "assistant", "content": ""})
             while True:
                 item = await queue.get()
                 if item is None:  # the end of the stream
@@ -342,13 +325,15 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, servic
                 if isinstance(item, BaseException):
                     finished = True
                     err = api_error_for(item)
-                    yield f"data: {json.dumps(error_body(err.code, err.message, err.type))}\n\n"
+                    yield chat.sse(error_body(err.code, err.message, err.type, err.param))
                     return
                 if isinstance(item, GenerationStats):
                     stats = item
                     continue
-                yield chunk({"content": item})
-            yield chunk({}, stats.finish_reason or "stop", usage=_usage(stats), timings=_timings(stats))
+                yield chat.chunk(head, {"content": item})
+            yield chat.chunk(head, {}, stats.finish_reason or "stop", timings=_timings(stats))
+            if include_usage:
+                yield chat.usage_chunk(head, _usage(stats))
             yield "data: [DONE]\n\n"
             service.chat_done(time.perf_counter() - t0)
         finally:

@@ -64,7 +64,7 @@ class CountResponse(BaseModel):
 
 
 class ChatCompletionRequest(BaseModel):
-    model_config = ConfigDict(extra="allow")  # tools, top_p, ...: accepted, not used
+    model_config = ConfigDict(extra="allow")  # the rest of OpenAI's parameters: http/chat.py checks them
 
     model: str | None = None
     messages: list[dict[str, Any]] = Field(min_length=1)
