@@ -155,7 +155,7 @@ class TokenCounter:
         shares, known, counted = self._shares([(chat[i - 1] if i else None, m) for i, m in enumerate(chat)],
                                               (frame_key,))
         if frame_key not in known:
-            first = self.backend.count_messages([chat[0]], add_generation_prompt=True, tools=tools)
+            first = self._count_with_tools([chat[0]], True, tools)
             known[frame_key] = first - self.share(None, chat[0])
             self.cache.token_cache_put(frame_key, self.key, known[frame_key])
         return sum(shares) + known[frame_key], counted
@@ -178,10 +178,18 @@ class TokenCounter:
         """Exact count of the whole session as the engine would be sent it (with the tool
         definitions `tools`)."""
         chat = session.to_chat()
-        return self.backend.count_messages(chat, add_generation_prompt, tools) if chat else 0
+        return self._count_with_tools(chat, add_generation_prompt, tools) if chat else 0
 
     def text(self, text: str) -> int:
         return self.backend.count(text)
 
     def messages(self, chat: list[dict], tools: list[dict[str, Any]] | None = None) -> int:
-        return self.backend.count_messages(chat, add_generation_prompt=True, tools=tools) if chat else 0
+        return self._count_with_tools(chat, True, tools) if chat else 0
+
+    def _count_with_tools(self, chat: list[dict], add_generation_prompt: bool,
+                          tools: list[dict[str, Any]] | None) -> int:
+        """count_messages, passing `tools` only when there are some (test doubles written
+        before the tools argument keep working)."""
+        if tools is None:
+            return self.backend.count_messages(chat, add_generation_prompt=add_generation_prompt)
+        return self.backend.count_messages(chat, add_generation_prompt=add_generation_prompt, tools=tools)
