@@ -285,3 +285,36 @@ def test_gemma_counts_as_transformers(name, gemma, hf_gemma):
         text, count = reference(hf, chat, gen)
         assert gemma.render_messages(chat, gen) == text
         assert gemma.count_messages(chat, gen) == count
+
+
+# -- the HTTP API: /v1/count and the session token count accept the agent's tools -----------------
+
+
+def test_http_counts_with_tools_equal_transformers(gguf_path, hf_qwen):
+    from fastapi.testclient import TestClient
+
+    from backends.llama_cpp import LlamaCppBackend
+    from worker.config import Settings
+    from worker.http.app import create_app
+    from worker.service.store import Store
+
+    session = load(FIXTURES / "codex-simonw_sample_codex_session.jsonl")
+    payload = session.to_openai()
+    backend = LlamaCppBackend(gguf_path, n_ctx=8192, model_name=MODEL)
+    app = create_app(Settings(context_limit=32768, rolling=False), backend_loader=lambda: backend,
+                     store=Store(":memory:"))
+    with TestClient(app) as client:
+        stored = client.post("/v1/sessions/s/messages", json=payload, params={"format": "openai"})
+        assert stored.status_code == 200, stored.text
+        chat = load(payload, "openai").to_chat()
+        for gen in (True, False):
+            body = {"messages": payload, "tools": TOOLS, "add_generation_prompt": gen}
+            counted = client.post("/v1/count", json=body).json()
+            assert counted["tokens"] == reference(hf_qwen, chat, gen, TOOLS)[1]
+        with_tools = client.post("/v1/sessions/s/tokens", json={"tools": TOOLS}).json()
+        assert with_tools["tokens"] == reference(hf_qwen, chat, True, TOOLS)[1]
+        assert client.get("/v1/sessions/s/tokens").json()["tokens"] == reference(hf_qwen, chat, True)[1]
+        prompt = client.post("/apply-template", json={"messages": payload, "tools": TOOLS}).json()["prompt"]
+        assert prompt == reference(hf_qwen, chat, True, TOOLS)[0]
+        refused = client.post("/v1/count", json={"text": "x", "tools": TOOLS})
+        assert refused.status_code == 400 and refused.json()["error"]["code"] == "invalid_request"
