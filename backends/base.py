@@ -94,9 +94,14 @@ class Backend(Protocol):
 
     def count(self, text: str) -> int: ...
 
-    def render_messages(self, messages: list[ChatMessage], add_generation_prompt: bool = True) -> str: ...
+    def render_messages(self, messages: list[ChatMessage], add_generation_prompt: bool = True,
+                        tools: list[dict[str, Any]] | None = None) -> str:
+        """The prompt text of `messages` with the model's template; `tools` are the tool
+        definitions the agent sends (OpenAI `tools` entries), rendered where the template puts them."""
+        ...
 
-    def count_messages(self, messages: list[ChatMessage], add_generation_prompt: bool = True) -> int: ...
+    def count_messages(self, messages: list[ChatMessage], add_generation_prompt: bool = True,
+                       tools: list[dict[str, Any]] | None = None) -> int: ...
 
     def generate(
         self,

@@ -1,9 +1,12 @@
-"""Render chat messages with the model's own chat template, as llama-cpp-python does.
+"""Render chat messages with the model's own chat template, exactly as transformers does.
 
-llama-cpp-python's Jinja2ChatFormatter renders the GGUF's `tokenizer.chat_template` in an
-ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True) with messages,
-bos/eos tokens and add_generation_prompt. We render the same way and feed the engine the
-resulting token ids ourselves, so a count is exactly what the engine evaluates.
+The reference is transformers' `apply_chat_template` (utils/chat_template_utils.py): the
+template runs in an ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True) with
+the loopcontrols extension and the `{% generation %}` tag, transformers' own `tojson` (values
+as they are: no key sorting, no escaping of non-ASCII or `< > & '`), `raise_exception`,
+`strftime_now`, the messages (None-valued keys dropped), the tool definitions (`tools`), and
+the bos/eos tokens. A count therefore equals transformers' for the same tokenizer, and the
+engine is fed the very token ids we count.
 
 When a GGUF has no template, llama-cpp-python silently falls back to the llama-2 format:
 we refuse instead, unless a known format is mapped explicitly (`chat_format`).
@@ -17,6 +20,10 @@ from functools import lru_cache
 from typing import Any
 
 from .base import BackendError, ChatMessage
+
+# The names a message's reasoning comes under; transformers copies it to the first and to
+# `thinking` (gpt-oss templates read that one).
+_REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
 
 # Explicit mappings for GGUFs that carry no template. Gemma's format has no system role:
 # a system message is folded into the first user turn (as Google's own template does).
@@ -47,19 +54,97 @@ def _strftime_now(fmt: str) -> str:
     return datetime.now().strftime(fmt)
 
 
+def _tojson(x: Any, ensure_ascii: bool = False, indent: int | None = None, separators: Any = None,
+            sort_keys: bool = False) -> str:
+    """transformers' tojson: the value as it is (no key sorting, no HTML or non-ASCII escapes),
+    with json.dumps' options exposed. Jinja's built-in sorts keys and escapes `< > & '`."""
+    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+def _generation_extension() -> type:
+    """`{% generation %}...{% endgeneration %}` renders its body (transformers uses the tag to
+    mark assistant tokens for training masks; the rendered text is the body itself)."""
+    import jinja2
+    from jinja2.ext import Extension
+
+    class GenerationTag(Extension):
+        tags = {"generation"}
+
+        def parse(self, parser: Any) -> Any:
+            lineno = next(parser.stream).lineno
+            body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+            return jinja2.nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(lineno)
+
+        def _body(self, caller: Any) -> str:
+            return caller()
+
+    return GenerationTag
+
+
+class _TemplateDict:
+    """transformers' `dict` global: builds dicts, exposes nothing else to the sandbox."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> dict:
+        return dict(*args, **kwargs)
+
+    def fromkeys(self, *args: Any, **kwargs: Any) -> dict:
+        return dict.fromkeys(*args, **kwargs)
+
+
+def _namespace_class() -> type:
+    """transformers' `namespace` global: a jinja Namespace refusing underscore-prefixed names."""
+    import jinja2
+
+    class TemplateNamespace(jinja2.utils.Namespace):
+        def __init__(*args: Any, **kwargs: Any) -> None:  # noqa: N805 - jinja's own signature trick
+            self, rest = args[0], args[1:]
+            attrs = dict(*rest, **kwargs)
+            for name in attrs:
+                TemplateNamespace._check_name(name)
+            jinja2.utils.Namespace.__init__(self, attrs)
+
+        def __setitem__(self, name: str, value: Any) -> None:
+            TemplateNamespace._check_name(name)
+            jinja2.utils.Namespace.__setitem__(self, name, value)
+
+        @staticmethod
+        def _check_name(name: Any) -> None:
+            if isinstance(name, str) and name.startswith("_"):
+                raise jinja2.exceptions.SecurityError(
+                    f"chat templates cannot store underscore-prefixed attributes on a namespace: {name!r}")
+
+    return TemplateNamespace
+
+
 @lru_cache(maxsize=8)
 def _compile(template: str) -> Any:
-    from jinja2 import BaseLoader
+    """The environment of transformers' `_compile_jinja_template`: sandboxed, trim/lstrip
+    blocks, loopcontrols (`{% break %}`, `{% continue %}`), the generation tag, and its
+    tojson / raise_exception / strftime_now / dict / namespace."""
+    from jinja2.ext import loopcontrols
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-    return ImmutableSandboxedEnvironment(loader=BaseLoader(), trim_blocks=True, lstrip_blocks=True).from_string(
-        template
-    )
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                        extensions=[_generation_extension(), loopcontrols])
+    env.filters["tojson"] = _tojson
+    env.globals["raise_exception"] = _raise
+    env.globals["strftime_now"] = _strftime_now
+    env.globals["dict"] = _TemplateDict()
+    env.globals["namespace"] = _namespace_class()
+    return env.from_string(template)
 
 
 def _template_shape(message: ChatMessage) -> ChatMessage:
-    """HF chat templates expect tool-call arguments as a mapping (they apply `tojson`), while
-    the OpenAI wire format carries a JSON string: decode it so it is not encoded twice."""
+    """A message as transformers hands it to the template: keys whose value is None dropped
+    (`_normalize_chat_messages`), reasoning aliased under `reasoning_content` and `thinking`
+    (`_alias_reasoning_fields`), and tool-call arguments as a mapping. HF templates apply
+    `tojson` to the arguments and transformers expects a dict there, while the OpenAI wire
+    format carries a JSON string: it is decoded (as vLLM and llama-server do) so it is not
+    encoded twice."""
+    message = {k: v for k, v in message.items() if v is not None}
+    reasoning = next((message[k] for k in _REASONING_FIELDS if message.get(k) is not None), None)
+    if reasoning is not None:
+        message = {"thinking": reasoning, **message, "reasoning_content": reasoning}
     calls = message.get("tool_calls")
     if not calls:
         return message
@@ -93,27 +178,27 @@ class ChatTemplate:
         self.eos_token = eos_token
         self._template = _compile(template)
 
-    def prompt_text(self, messages: list[ChatMessage], add_generation_prompt: bool, add_bos: bool) -> str:
+    def prompt_text(self, messages: list[ChatMessage], add_generation_prompt: bool, add_bos: bool,
+                    tools: list[dict[str, Any]] | None = None) -> str:
         """The full prompt as the engine evaluates it: BOS first when the model wants one and
         the template did not already emit it (as llama.cpp's tokenizer would add it)."""
-        text = self.render(messages, add_generation_prompt)
+        text = self.render(messages, add_generation_prompt, tools)
         if add_bos and self.bos_token and not text.startswith(self.bos_token):
             return self.bos_token + text
         return text
 
-    def render(self, messages: list[ChatMessage], add_generation_prompt: bool = True) -> str:
+    def render(self, messages: list[ChatMessage], add_generation_prompt: bool = True,
+               tools: list[dict[str, Any]] | None = None) -> str:
+        """The template's text for `messages`; `tools` are the tool definitions the agent sends
+        (OpenAI `tools` entries), rendered where the template puts them."""
         try:
             return self._template.render(
                 messages=[_template_shape(m) for m in messages],
+                tools=tools,
+                documents=None,
+                add_generation_prompt=add_generation_prompt,
                 bos_token=self.bos_token,
                 eos_token=self.eos_token,
-                add_generation_prompt=add_generation_prompt,
-                raise_exception=_raise,
-                strftime_now=_strftime_now,
-                tools=None,
-                functions=None,
-                function_call=None,
-                tool_choice=None,
             )
         except BackendError:
             raise

@@ -47,12 +47,15 @@ class LocalTokenizerMixin:
             return [len(e.ids) for e in self._tok.encode_batch(texts, add_special_tokens=False)]
         return [self.count(t) for t in texts]
 
-    def render_messages(self, messages: list[ChatMessage], add_generation_prompt: bool = True) -> str:
-        return self.template.render(messages, add_generation_prompt)
+    def render_messages(self, messages: list[ChatMessage], add_generation_prompt: bool = True,
+                        tools: list[dict[str, Any]] | None = None) -> str:
+        return self.template.render(messages, add_generation_prompt, tools)
 
-    def prompt_ids(self, messages: list[ChatMessage], add_generation_prompt: bool = True) -> list[int]:
+    def prompt_ids(self, messages: list[ChatMessage], add_generation_prompt: bool = True,
+                   tools: list[dict[str, Any]] | None = None) -> list[int]:
         """The token ids the engine is fed for `messages` (BOS included when the model adds one)."""
-        return self.tokenize(self.template.prompt_text(messages, add_generation_prompt, self.add_bos))
+        return self.tokenize(self.template.prompt_text(messages, add_generation_prompt, self.add_bos, tools))
 
-    def count_messages(self, messages: list[ChatMessage], add_generation_prompt: bool = True) -> int:
-        return len(self.prompt_ids(messages, add_generation_prompt))
+    def count_messages(self, messages: list[ChatMessage], add_generation_prompt: bool = True,
+                       tools: list[dict[str, Any]] | None = None) -> int:
+        return len(self.prompt_ids(messages, add_generation_prompt, tools))

@@ -92,17 +92,23 @@ class OpenAIHttpBackend:
     def count(self, text: str) -> int:
         return len(self.tokenize(text))
 
-    def render_messages(self, messages: list[ChatMessage], add_generation_prompt: bool = True) -> str:
+    def render_messages(self, messages: list[ChatMessage], add_generation_prompt: bool = True,
+                        tools: list[dict[str, Any]] | None = None) -> str:
         # llama-server always appends the generation prompt; compactd honours the flag. Counts
-        # built from differences (worker/tokens.py) are exact either way.
-        data = self._post("/apply-template", {"messages": messages, "add_generation_prompt": add_generation_prompt})
+        # built from differences (worker/tokens.py) are exact either way. `tools` is sent only
+        # when given, as llama-server's OpenAI-style body carries it.
+        body: dict[str, Any] = {"messages": messages, "add_generation_prompt": add_generation_prompt}
+        if tools is not None:
+            body["tools"] = tools
+        data = self._post("/apply-template", body)
         prompt = data.get("prompt") if isinstance(data, dict) else None
         if not isinstance(prompt, str):
             raise BackendError(f"{self.base_url}/apply-template returned no prompt")
         return prompt
 
-    def count_messages(self, messages: list[ChatMessage], add_generation_prompt: bool = True) -> int:
-        return self.count(self.render_messages(messages, add_generation_prompt))
+    def count_messages(self, messages: list[ChatMessage], add_generation_prompt: bool = True,
+                       tools: list[dict[str, Any]] | None = None) -> int:
+        return self.count(self.render_messages(messages, add_generation_prompt, tools))
 
     # -- generation ----------------------------------------------------------------------
 

@@ -67,8 +67,9 @@ class ScriptedBackend:
     def count(self, text: str) -> int:
         return len(WORD.findall(text))
 
-    def render_messages(self, messages: list[dict[str, Any]], add_generation_prompt: bool = True) -> str:
-        out = []
+    def render_messages(self, messages: list[dict[str, Any]], add_generation_prompt: bool = True,
+                        tools: list[dict[str, Any]] | None = None) -> str:
+        out = [f"<|im_start|>system\n<tools>{json.dumps(tools)}</tools><|im_end|>\n"] if tools else []
         for m in messages:
             content = m.get("content") or ""
             for c in m.get("tool_calls") or []:
@@ -78,8 +79,9 @@ class ScriptedBackend:
             out.append("<|im_start|>assistant\n")
         return "".join(out)
 
-    def count_messages(self, messages: list[dict[str, Any]], add_generation_prompt: bool = True) -> int:
-        return self.count(self.render_messages(messages, add_generation_prompt))
+    def count_messages(self, messages: list[dict[str, Any]], add_generation_prompt: bool = True,
+                       tools: list[dict[str, Any]] | None = None) -> int:
+        return self.count(self.render_messages(messages, add_generation_prompt, tools))
 
     def generate(self, messages: list[dict[str, Any]], *, max_tokens: int, temperature: float = 0.0,
                  json_schema: dict | None = None, priority: int = 0, isolated: bool = True,

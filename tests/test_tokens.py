@@ -17,9 +17,9 @@ class CountingBackend(ScriptedBackend):
         super().__init__()
         self.calls = 0
 
-    def count_messages(self, messages, add_generation_prompt=True):
+    def count_messages(self, messages, add_generation_prompt=True, tools=None):
         self.calls += 1
-        return super().count_messages(messages, add_generation_prompt)
+        return super().count_messages(messages, add_generation_prompt, tools)
 
 
 @pytest.fixture

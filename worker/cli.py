@@ -136,9 +136,26 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
-def _count_input(path: str, fmt: str, backend, counter) -> tuple[int, str, str]:
+def _read_tools(path: str | None) -> list[dict] | None:
+    """`--tools FILE`: a JSON list of tool definitions (OpenAI `tools` entries, or a request
+    body holding one under "tools"), counted with each transcript as the agent sends them."""
+    if path is None:
+        return None
+    try:
+        data = json.loads(_read_text(path))
+    except (ValueError, RecursionError):
+        raise CliError(f"--tools {path} is not valid JSON") from None
+    if isinstance(data, dict) and "tools" in data:
+        data = data["tools"]
+    if not isinstance(data, list) or not all(isinstance(t, dict) for t in data):
+        raise CliError(f"--tools {path} must hold a JSON list of tool objects")
+    return data
+
+
+def _count_input(path: str, fmt: str, backend, counter, tools: list[dict] | None = None,
+                 add_generation_prompt: bool = True) -> tuple[int, str, str]:
     """(real tokens, the text measured, what it was): a transcript is counted as the engine
-    would be sent it (chat template included), anything else as plain text."""
+    would be sent it (chat template and tool definitions included), anything else as plain text."""
     from .formats import FORMATS, FormatError, detect
 
     text = _read_text(path)
@@ -153,7 +170,8 @@ def _count_input(path: str, fmt: str, backend, counter) -> tuple[int, str, str]:
         raise CliError(f"unknown format {fmt!r}: use auto, text or one of {', '.join(FORMATS)}")
     session = _load_session(path, fmt)
     chat = session.to_chat()
-    return counter.total(session), backend.render_messages(chat) if chat else "", fmt
+    text = backend.render_messages(chat, add_generation_prompt, tools) if chat else ""
+    return counter.total(session, tools, add_generation_prompt), text, fmt
 
 
 def cmd_count(args: argparse.Namespace) -> int:
@@ -161,9 +179,10 @@ def cmd_count(args: argparse.Namespace) -> int:
 
     backend = _load_backend(args)
     counter = TokenCounter(backend)
+    tools = _read_tools(args.tools)
     rows = []
     for path in args.files:
-        real, text, kind = _count_input(path, args.format, backend, counter)
+        real, text, kind = _count_input(path, args.format, backend, counter, tools, not args.no_generation_prompt)
         chars = len(text)
         nbytes = len(text.encode("utf-8"))
         chars4 = math.ceil(chars / 4)
@@ -457,6 +476,10 @@ def build_parser(defaults: Settings | None = None) -> argparse.ArgumentParser:
     p.add_argument("files", nargs="+")
     p.add_argument("--format", default="auto",
                    help="auto (a transcript is counted as chat, other files as text), text, or a transcript format")
+    p.add_argument("--tools", metavar="FILE",
+                   help="JSON list of the tool definitions the agent sends, counted with each transcript")
+    p.add_argument("--no-generation-prompt", action="store_true",
+                   help="count a transcript without the assistant header the template appends")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_count)
 

@@ -6,6 +6,11 @@ backend's own template and tokenizer and cached by content, so appending one mes
 long session costs one small count. The same shares, plus the template's frame, give the
 HTTP API's context counts (`TokenCounter.count`), cached in the store so they survive a
 restart. The overflow decision of `compact` uses the exact count of the whole rendered session.
+
+Tool definitions (`tools`, what an agent sends beside its messages) are counted in the frame:
+templates render them in the header (Qwen, Hermes, Mistral), so a message's share does not
+depend on them and the large tools block is tokenized once per (first message, tools), not
+once per message.
 """
 
 from __future__ import annotations
@@ -141,15 +146,16 @@ class TokenCounter:
                 counted += 1
         return [known[k] for k in keys], known, counted
 
-    def count(self, chat: list[dict[str, Any]]) -> tuple[int, int]:
-        """(exact tokens of `chat` as sent with the generation prompt, shares counted now)."""
+    def count(self, chat: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> tuple[int, int]:
+        """(exact tokens of `chat` as sent with the generation prompt and the tool definitions
+        `tools`, shares counted now)."""
         if not chat:
             return 0, 0
-        frame_key = chat_key("frame", chat[0])
+        frame_key = chat_key("frame", chat[0]) if tools is None else chat_key("frame", chat[0], tools)
         shares, known, counted = self._shares([(chat[i - 1] if i else None, m) for i, m in enumerate(chat)],
                                               (frame_key,))
         if frame_key not in known:
-            first = self.backend.count_messages([chat[0]], add_generation_prompt=True)
+            first = self._count_with_tools([chat[0]], True, tools)
             known[frame_key] = first - self.share(None, chat[0])
             self.cache.token_cache_put(frame_key, self.key, known[frame_key])
         return sum(shares) + known[frame_key], counted
@@ -167,13 +173,23 @@ class TokenCounter:
         shares = iter(self._shares([(chat[i - 1] if i else None, c) for i, c in enumerate(chat)])[0])
         return [0 if m.compacted else next(shares) for m in session.messages]
 
-    def total(self, session: Session) -> int:
-        """Exact count of the whole session as the engine would be sent it."""
+    def total(self, session: Session, tools: list[dict[str, Any]] | None = None,
+              add_generation_prompt: bool = True) -> int:
+        """Exact count of the whole session as the engine would be sent it (with the tool
+        definitions `tools`)."""
         chat = session.to_chat()
-        return self.backend.count_messages(chat, add_generation_prompt=True) if chat else 0
+        return self._count_with_tools(chat, add_generation_prompt, tools) if chat else 0
 
     def text(self, text: str) -> int:
         return self.backend.count(text)
 
-    def messages(self, chat: list[dict]) -> int:
-        return self.backend.count_messages(chat, add_generation_prompt=True) if chat else 0
+    def messages(self, chat: list[dict], tools: list[dict[str, Any]] | None = None) -> int:
+        return self._count_with_tools(chat, True, tools) if chat else 0
+
+    def _count_with_tools(self, chat: list[dict], add_generation_prompt: bool,
+                          tools: list[dict[str, Any]] | None) -> int:
+        """count_messages, passing `tools` only when there are some (test doubles written
+        before the tools argument keep working)."""
+        if tools is None:
+            return self.backend.count_messages(chat, add_generation_prompt=add_generation_prompt)
+        return self.backend.count_messages(chat, add_generation_prompt=add_generation_prompt, tools=tools)

@@ -36,6 +36,7 @@ from .schemas import (
     CountRequest,
     CountResponse,
     JobView,
+    SessionTokensRequest,
     TokenizeRequest,
     TokenizeResponse,
     TokenStatus,
@@ -173,6 +174,12 @@ async def session_tokens(session_id: str, service: Service) -> Any:
     return await service.tokens(session_id)
 
 
+@sessions.post("/v1/sessions/{session_id}/tokens", response_model=TokenStatus)
+async def session_tokens_with_tools(session_id: str, body: SessionTokensRequest, service: Service) -> Any:
+    """The GET's count, with the tool definitions the agent sends counted too."""
+    return await service.tokens(session_id, body.tools)
+
+
 @sessions.post("/v1/sessions/{session_id}/compact")
 async def compact_session(
     session_id: str, request: Request, service: Service,
@@ -231,8 +238,10 @@ async def v1_count(body: CountRequest, service: Service) -> Any:
         raise ApiError(400, "invalid_request", "give exactly one of text or messages")
     if body.messages is not None:
         msgs = _chat_messages(body.messages)
-        n = await asyncio.to_thread(backend.count_messages, msgs, body.add_generation_prompt)
+        n = await asyncio.to_thread(backend.count_messages, msgs, body.add_generation_prompt, body.tools)
         return {"model": service.model_name(), "tokens": n, "kind": "messages"}
+    if body.tools is not None:
+        raise ApiError(400, "invalid_request", "tools are counted with messages, not with text")
     n = await asyncio.to_thread(backend.count, body.text or "")
     return {"model": service.model_name(), "tokens": n, "kind": "text"}
 
@@ -253,7 +262,7 @@ async def llama_tokenize(body: TokenizeRequest, service: Service) -> Any:
 async def apply_template(body: ApplyTemplateRequest, service: Service) -> Any:
     backend = service.require_backend()
     prompt = await asyncio.to_thread(backend.render_messages, _chat_messages(body.messages),
-                                     body.add_generation_prompt)
+                                     body.add_generation_prompt, body.tools)
     return {"prompt": prompt}
 
 

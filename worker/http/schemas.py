@@ -35,6 +35,7 @@ class TokenizeResponse(BaseModel):
 class ApplyTemplateRequest(BaseModel):
     messages: list[dict[str, Any]]
     add_generation_prompt: bool = True  # an extension; llama-server always adds it
+    tools: list[dict[str, Any]] | None = None  # OpenAI tool definitions, rendered by the template
 
 
 class ApplyTemplateResponse(BaseModel):
@@ -55,6 +56,14 @@ class CountRequest(BaseModel):
     text: str | None = None
     messages: list[dict[str, Any]] | None = None
     add_generation_prompt: bool = True
+    # The tool definitions the agent sends beside `messages` (OpenAI `tools`): counted too.
+    tools: list[dict[str, Any]] | None = None
+
+
+class SessionTokensRequest(BaseModel):
+    """POST /v1/sessions/{id}/tokens: the count with the agent's tool definitions included."""
+
+    tools: list[dict[str, Any]] | None = None
 
 
 class CountResponse(BaseModel):

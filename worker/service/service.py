@@ -185,17 +185,18 @@ class CompactdService:
             self._maybe_roll(session_id, status)
         return out
 
-    async def tokens(self, session_id: str) -> dict[str, Any]:
+    async def tokens(self, session_id: str, tools: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """The session's token status; `tools`: the agent's tool definitions, counted too."""
         self.require_backend()
-        return await asyncio.to_thread(self._tokens_sync, session_id)
+        return await asyncio.to_thread(self._tokens_sync, session_id, tools)
 
-    def _tokens_sync(self, session_id: str) -> dict[str, Any]:
+    def _tokens_sync(self, session_id: str, tools: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         assert self.counter is not None
         limit = self.session_limit(session_id)
         session = self.store.get_session(session_id)
         version, committed = self.committed(session_id)
         chat = context_chat(session, committed)
-        total, counted = self.counter.count(chat)
+        total, counted = self.counter.count(chat, tools)
         budget = make_budget(limit)
         st = self.state(session_id)
         return {
