@@ -87,13 +87,19 @@ class Message(BaseModel):
         return [p for p in self.parts if isinstance(p, ToolResultPart)]
 
     @property
+    def user_text(self) -> str:
+        """What the user typed: the text without what a harness injected into it (the importer's
+        table of harness noise sets meta["user_text"], or meta["injected"] when nothing is left)."""
+        if self.meta.get("injected"):
+            return ""
+        words = self.meta.get("user_text")
+        return words if isinstance(words, str) else self.text
+
+    @property
     def starts_turn(self) -> bool:
         """A user message with the user's own words (not only tool results) opens a turn.
-        Text a harness injected into a user message (meta["injected"]) is not the user's words."""
-        return (
-            self.role == "user" and bool(self.text.strip()) and not self.is_summary
-            and not self.meta.get("injected")
-        )
+        Text a harness injected into a user message is not the user's words."""
+        return self.role == "user" and bool(self.user_text.strip()) and not self.is_summary
 
     def content_key(self) -> str:
         """Hash of what the engine sees of this message (for count caches)."""

@@ -5,10 +5,16 @@ window) and turned into facts: files touched, the command and its run key, statu
 code, error lines, test tallies, commits and branches. `worker.facts.ledger` folds them into
 the carried ledger and `worker.facts.workstate` decides Done / In Progress / Blocked from them;
 the pipeline scans once and hands the same list to both.
+
+What a harness injected into user messages is mined too (the importers mark it, see
+worker/formats/_common.py): a command the user ran itself (`!cmd`, meta "shell_command" and
+"shell_output") is an action like the agent's, and error lines in other injected content
+(a system reminder carrying hook output, a failed background task) are errors.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,6 +65,8 @@ EDITOR_EDIT_COMMANDS = {"str_replace", "insert", "undo_edit", "edit", "replace"}
 EDITOR_READ_COMMANDS = {"view"}
 # Programs whose exit status 1 means "no match / differs", not failure.
 EXIT_1_OK_PROGRAMS = {"grep", "egrep", "fgrep", "rg", "ag", "diff", "cmp", "test", "["}
+# A harness's own markup around injected content (`<system-reminder>`): not part of an error line.
+MARKUP_TAG_RE = re.compile(r"</?[A-Za-z][\w-]*>")
 # Argument names of a search/replace edit, per agent.
 EDIT_KEYS = (("old_str", "new_str"), ("old_string", "new_string"), ("search", "replace"), ("old", "new"))
 
@@ -188,9 +196,12 @@ def scan_actions(messages: list[Message], cwd: str | None = None) -> list[Action
     cwds = [cwd] if cwd else []
     pending: dict[str, Action] = {}
     actions: list[Action] = []
+    user_shell: Action | None = None  # a `!cmd` whose output comes in a later message
     for pos, msg in enumerate(messages):
         if msg.is_summary:
             continue
+        if msg.role == "user":
+            user_shell = _harness_action(msg, pos, cwds, actions, user_shell)
         meta_cwd = msg.meta.get("cwd")
         if isinstance(meta_cwd, str) and meta_cwd not in cwds:
             cwds.append(meta_cwd)
@@ -222,6 +233,33 @@ def scan_actions(messages: list[Message], cwd: str | None = None) -> list[Action
             _analyze_result(action, output, res.is_error, cwds)
     actions.sort(key=lambda a: a.pos)  # stable: calls without results keep their place
     return actions
+
+
+def _harness_action(msg: Message, pos: int, cwds: list[str], actions: list[Action],
+                    user_shell: Action | None) -> Action | None:
+    """Facts in what a harness injected into one user message; returns the `!cmd` still waiting
+    for its output."""
+    command = msg.meta.get("shell_command")
+    if isinstance(command, str) and command.strip():
+        user_shell = Action(pos=pos, message_id=msg.id, call_message_id=msg.id, tool="user_shell",
+                            command=cut_middle(command.strip(), COMMAND_MAX_CHARS), source=run_key(command, cwds))
+        user_shell.files = shell_file_actions(command, cwds)
+        user_shell.branches += BRANCH_CMD_RE.findall(command)
+        actions.append(user_shell)
+    output = msg.meta.get("shell_output")
+    if user_shell is not None and isinstance(output, str):
+        exit_code = msg.meta.get("shell_exit")
+        text = output + (f"\nExit code {exit_code}" if isinstance(exit_code, int) and exit_code else "")
+        user_shell.pos, user_shell.message_id = pos, msg.id
+        _analyze_result(user_shell, text.replace("\r\n", "\n"), False, cwds)
+        return None
+    if msg.meta.get("harness") and not isinstance(command, str):
+        errors = error_lines(MARKUP_TAG_RE.sub("", msg.text))
+        if errors:
+            source = "harness " + " ".join(msg.meta["harness"])
+            actions.append(Action(pos=pos, message_id=msg.id, call_message_id=None, tool="harness", source=source,
+                                  has_result=True, status="failed", errors=errors))
+    return user_shell
 
 
 def _bare_words(key: str) -> list[str]:

@@ -53,6 +53,8 @@ CHITCHAT_RE = re.compile(
     r"还有什么(?:没做|没完成|问题)?|进展如何|还剩什么",
     re.IGNORECASE,
 )
+QUESTION_MAX_CHARS = 160  # one question; a longer message carries more than the question
+QUESTION_ENDINGS = ("?", "？", "か", "か。", "吗", "吗。", "까", "까요")
 CHITCHAT_PUNCT = " \t.,!?;:~…-，。！？；：、"
 # `test/x_test.exs:728` is run as `mix test test/x_test.exs`
 TEST_ID_LINE_RE = re.compile(r":\d+$")
@@ -270,12 +272,31 @@ def is_chitchat(text: str) -> bool:
 def is_user_instruction(msg: Message) -> bool:
     """The user's own words: not tool results, not summaries, not harness-injected text, not
     chit-chat."""
-    text = msg.text.strip()
+    text = msg.user_text.strip()
     return msg.starts_turn and not SLASH_COMMAND_RE.match(text) and not is_chitchat(text)
 
 
+def is_question(text: str) -> bool:
+    """A short message that only asks ("did you push?", "テストは通った？"): no rule in it."""
+    flat = " ".join(text.split())
+    return len(flat) <= QUESTION_MAX_CHARS and flat.endswith(QUESTION_ENDINGS) and not RULE_LINE_RE.search(flat)
+
+
+def answered(messages: list[Message], pos: int) -> bool:
+    """Did the assistant write an answer after messages[pos], before the user's next turn?"""
+    for m in messages[pos + 1:]:
+        if m.starts_turn:
+            return False
+        if m.role == "assistant" and m.text.strip():
+            return True
+    return False
+
+
 def user_requests(messages: list[Message]) -> list[tuple[int, Message]]:
-    return [(i, m) for i, m in enumerate(messages) if is_user_instruction(m)]
+    """The user's instructions, in order. A question the assistant already answered is neither a
+    constraint nor open work: the answer is in the history."""
+    return [(i, m) for i, m in enumerate(messages)
+            if is_user_instruction(m) and not (is_question(m.user_text) and answered(messages, i))]
 
 
 def budget_user_instructions(items: list[UserInstruction], budget: int) -> tuple[list[UserInstruction], int]:
@@ -397,8 +418,9 @@ def extract_ledger(messages: list[Message], previous: Ledger | None = None, *, c
 
     # User instructions: new ones (newest first) before the carried ones, one per message id.
     known = {u.message_id for u in ledger.user_instructions}
-    fresh = [UserInstruction(m.id, m.text.strip(), False, base + i + 1)
-             for i, m in user_requests(messages) if m.id not in known]
+    known_texts = {u.text for u in ledger.user_instructions}
+    fresh = [UserInstruction(m.id, m.user_text.strip(), False, base + i + 1)
+             for i, m in user_requests(messages) if m.id not in known and m.user_text.strip() not in known_texts]
     # Messages that state a rule ("do not change …", "不要 …") first, so a budget or a shrunk
     # section drops plain requests (they are also in Progress) before a user's constraint.
     pool = sorted(fresh + ledger.user_instructions, key=lambda u: (not RULE_LINE_RE.search(u.text), -u.seq))

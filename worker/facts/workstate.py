@@ -128,7 +128,7 @@ def derive_work_state(messages: list[Message], ledger: Ledger, *, cwd: str | Non
         end = requests[k + 1][0] if k + 1 < len(requests) else len(messages)
         turn = [a for a in actions if pos < a.pos < end]
         edits = [a for a in turn if _is_edit(a, scratch)]
-        item = WorkItem(text=request_text(msg.text), message_id=msg.id)
+        item = WorkItem(text=request_text(msg.user_text), message_id=msg.id)
         if edits:
             files = {p for a in edits for p, _ in a.changes}
             proof = _find_evidence(actions, pos, edits[-1].pos, files, scratch)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -237,3 +239,57 @@ def user_blocks(
         else:
             skipped[f"block:{t}"] += 1
     return tools, texts
+
+
+# ---------------------------------------------------------------------------- harness noise
+# Text a harness injects INTO a user message (a reminder, a slash-command wrapper, the output of
+# a local command) is not the user's words: never a request, goal or constraint. Each importer
+# names what its harness injects in one table of `Noise` rules; `mark_harness_noise` cuts those
+# spans out. The message keeps its full text (what the agent's model was sent, what counting
+# sees); `meta["user_text"]` holds what the user typed when that differs, `meta[INJECTED]` is set
+# when nothing typed is left, and `meta["harness"]` names the rules that matched so the fact
+# stages still mine the injected content (an error in hook output is an error).
+USER_TEXT = "user_text"
+HARNESS = "harness"
+
+
+@dataclass(frozen=True)
+class Noise:
+    """One kind of injected content: `pattern` matches the whole span; `keep` is the name of a
+    group whose text IS typed by the user (a slash command's arguments) and stays."""
+
+    name: str
+    pattern: re.Pattern[str]
+    keep: str | None = None
+
+
+def tag(name: str, *, keep_body: bool = False, flags: int = 0) -> re.Pattern[str]:
+    """`<name>…</name>` (an unclosed one runs to the end); keep_body exposes the body as `body`."""
+    return re.compile(rf"<{re.escape(name)}(?:\s[^>]*)?>(?P<body>.*?)(?:</{re.escape(name)}>|\Z)", re.S | flags)
+
+
+def split_harness_noise(text: str, table: tuple[Noise, ...]) -> tuple[str, list[str]]:
+    """(what the user typed, the names of the rules that matched) of one user text."""
+    found: list[str] = []
+    for rule in table:
+        def cut(m: re.Match[str], rule: Noise = rule) -> str:
+            if rule.name not in found:
+                found.append(rule.name)
+            return (m.group(rule.keep) or "") if rule.keep else ""
+        text = rule.pattern.sub(cut, text)
+    return text.strip(), found
+
+
+def mark_harness_noise(msg: Message, table: tuple[Noise, ...]) -> Message:
+    """Mark a user message's injected spans (see above); the text itself is left whole."""
+    if msg.role != "user" or msg.is_summary:
+        return msg
+    words, found = split_harness_noise(msg.user_text, table)
+    if not found:
+        return msg
+    msg.meta[HARNESS] = list(dict.fromkeys(list(msg.meta.get(HARNESS, [])) + found))
+    if words:
+        msg.meta[USER_TEXT] = words
+    else:
+        msg.meta[INJECTED] = True
+    return msg

@@ -8,22 +8,33 @@ but a record that follows a tool result starts a new message so that no call is 
 from its result. Sidechain records (Task sub-agents) are skipped and counted. The in-session
 compaction summary (`isCompactSummary`, text "This session is being continued from a
 previous conversation ...") is the previous summary; everything before it is compacted.
+
+What Claude Code itself writes into user records (reminders, slash-command wrappers, local
+command output, interruption markers, image placeholders) is listed in HARNESS_NOISE: never the
+user's words. `queue-operation` records hold what the user typed while the agent was busy: an
+`enqueue` later `remove`d was handed to the model mid-turn (the assistant answers it; no user
+record repeats it), so it is imported as a user message after the tool results in flight; one
+`dequeue`d comes back as an ordinary user record, so it is not imported twice.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Any
 
-from ..session import Message, Session, message_id
+from ..session import Message, Session, TextPart, message_id
 from ._common import (
     INJECTED,
+    Noise,
     Source,
     assistant_parts,
     finish_skips,
     load_records,
+    mark_harness_noise,
     require_messages,
     source_name,
+    tag,
     user_blocks,
 )
 
@@ -33,9 +44,29 @@ KNOWN_SKIP = {
     "progress", "file-history-snapshot", "summary", "system", "queue-operation", "custom-title",
     "tag", "agent-name", "last-prompt", "pr-link", "attachment", "ai-title", "worktree-state",
 }
-# User text that the harness (not the person) wrote: not a turn start.
-INJECTED_PREFIXES = ("<task-notification>", "<local-command-stdout>", "<local-command-caveat>",
-                     "<local-command-stderr>", "<system-reminder>")
+# Everything Claude Code injects into user records (read from the real transcripts in
+# tests/fixtures). A slash command's arguments are what the user typed after it: they stay.
+HARNESS_NOISE: tuple[Noise, ...] = (
+    Noise("system-reminder", tag("system-reminder")),
+    Noise("task-notification", re.compile(
+        r"<task-notification>.*?(?:</task-notification>|\Z)(?:\s*Read the output file to retrieve the result: \S+)?", re.S)),
+    Noise("command-name", tag("command-name")),
+    Noise("command-message", tag("command-message")),
+    Noise("command-args", tag("command-args"), keep="body"),
+    Noise("local-command-caveat", tag("local-command-caveat")),
+    Noise("local-command-stdout", tag("local-command-stdout")),
+    Noise("local-command-stderr", tag("local-command-stderr")),
+    Noise("bash-input", tag("bash-input")),
+    Noise("bash-stdout", tag("bash-stdout")),
+    Noise("bash-stderr", tag("bash-stderr")),
+    Noise("user-prompt-submit-hook", tag("user-prompt-submit-hook")),
+    Noise("ide", re.compile(r"<ide_(?:opened_file|selection|diagnostics)>.*?</ide_\w+>", re.S)),
+    Noise("interrupted", re.compile(r"\[Request interrupted by user(?: for tool use)?\]")),
+    Noise("image", re.compile(r"\[Image #\d+\]|\[(?:image|document): [^\]\n]*\]")),
+)
+# `!cmd` run by the user: the command, and its output in the next record.
+BASH_INPUT_RE = re.compile(r"<bash-input>(.*?)</bash-input>", re.S)
+BASH_OUTPUT_RE = re.compile(r"<bash-(?:stdout|stderr)>(.*?)</bash-(?:stdout|stderr)>", re.S)
 
 
 def _blocks(content: Any) -> list[dict[str, Any]]:
@@ -60,11 +91,16 @@ def load(src: Source) -> Session:
     messages = [rec for _, rec in records if isinstance(rec, dict) and rec.get("type") in ("user", "assistant")]
     subagent = bool(messages) and all(rec.get("isSidechain") for rec in messages)
     agent_id = next((str(rec["agentId"]) for rec in messages if rec.get("agentId")), "") if subagent else ""
+    queued: list[tuple[str, int, Any]] = []  # (text, line, timestamp) typed while the agent worked
+    delivered: list[tuple[str, int, Any]] = []  # handed to the model mid-turn, not yet placed
     for n, rec in records:
         if not isinstance(rec, dict):
             warnings.append(f"line {n}: not a JSON object, skipped")
             continue
         rtype = rec.get("type")
+        if rtype == "queue-operation" and _queue(rec, n, queued, delivered):
+            counts["queued"] += 1
+            continue
         if rtype not in ("user", "assistant"):
             if rtype in KNOWN_SKIP:
                 skipped[str(rtype)] += 1
@@ -84,6 +120,11 @@ def load(src: Source) -> Session:
         uid = str(rec.get("uuid") or message_id(n, "line"))
         ts = rec.get("timestamp")
         if rtype == "assistant":
+            for text, at, qts in delivered:  # queued words reach the model before its next answer
+                out.append(mark_harness_noise(Message(id=message_id(at, "line"), role="user", timestamp=qts,
+                                                      parts=[TextPart(text=text)], meta={"queued": True}),
+                                              HARNESS_NOISE))
+            delivered.clear()
             parts = assistant_parts(_blocks(msg.get("content")), names, f"toolu_{uid}", skipped)
             api_id = msg.get("id")
             prev = out[-1] if out else None
@@ -104,15 +145,19 @@ def load(src: Source) -> Session:
             continue
         text = "\n".join(p.text for p in texts)
         is_summary = bool(rec.get("isCompactSummary")) or text.lstrip().startswith(SUMMARY_PREFIX)
-        meta = {}
-        if rec.get("isMeta") or text.lstrip().startswith(INJECTED_PREFIXES):
+        meta: dict[str, Any] = {}
+        if rec.get("isMeta"):
             meta[INJECTED] = True
-        out.append(Message(id=uid if k == 0 else f"{uid}.text", role="user", parts=texts, timestamp=ts,
-                           is_summary=is_summary, meta=meta))
+        _shell_meta(text, meta)
+        out.append(mark_harness_noise(Message(id=uid if k == 0 else f"{uid}.text", role="user", parts=texts,
+                                              timestamp=ts, is_summary=is_summary, meta=meta), HARNESS_NOISE))
         if is_summary:
             summary_at = len(out) - 1
             for m in out[:summary_at]:
                 m.compacted = True
+    for text, at, qts in delivered:
+        out.append(mark_harness_noise(Message(id=message_id(at, "line"), role="user", timestamp=qts,
+                                              parts=[TextPart(text=text)], meta={"queued": True}), HARNESS_NOISE))
     require_messages(out, "Claude Code JSONL", warnings)
     if subagent:  # never the parent's id: the two sessions would collide in the store
         sid = f"agent-{agent_id}" if agent_id else source_name(src)
@@ -130,6 +175,29 @@ def load(src: Source) -> Session:
     if summary_at is not None:
         session.meta["previous_summary_index"] = summary_at
     return session
+
+
+def _queue(rec: dict[str, Any], n: int, queued: list[tuple[str, int, Any]], delivered: list[tuple[str, int, Any]]) -> bool:
+    """Follow the queue of typed-ahead messages; True when this record delivered one mid-turn."""
+    op = rec.get("operation")
+    if op == "enqueue" and isinstance(rec.get("content"), str):
+        queued.append((rec["content"], n, rec.get("timestamp")))
+    elif op == "dequeue" and queued:
+        queued.pop(0)  # sent as the next prompt: an ordinary user record follows
+    elif op == "remove" and queued:
+        delivered.append(queued.pop(0))
+        return True
+    return False
+
+
+def _shell_meta(text: str, meta: dict[str, Any]) -> None:
+    """`!cmd` records: the command and its output, for the fact stages (worker.facts.actions)."""
+    cmd = BASH_INPUT_RE.search(text)
+    if cmd:
+        meta["shell_command"] = cmd.group(1).strip()
+    outputs = BASH_OUTPUT_RE.findall(text)
+    if outputs:
+        meta["shell_output"] = "\n".join(o.rstrip("\n") for o in outputs if o.strip())
 
 
 def detect(records: list[Any]) -> bool:

@@ -6,20 +6,40 @@ local_shell_call); `event_msg` payloads are UI events that repeat the same conve
 (user_message, agent_message, agent_reasoning, token_count); `turn_context` and
 `session_meta` are settings. To avoid counting the user prompt twice, event_msg
 conversation events are used only when the file has no response_item messages at all.
-`compacted` lines hold a previous summary. User messages the CLI injects (AGENTS.md
-instructions, <environment_context>) are marked injected: they do not open a turn.
+`compacted` lines hold a previous summary. What the CLI injects into user messages (AGENTS.md
+instructions, <environment_context>, image placeholders, ...) is listed in HARNESS_NOISE: never
+the user's words, so a message of nothing else does not open a turn.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Any
 
 from ..session import Message, ReasoningPart, Session, TextPart, ToolCallPart, ToolResultPart, message_id
-from ._common import INJECTED, Source, block_text, finish_skips, load_records, require_messages, source_name
+from ._common import (
+    Noise,
+    Source,
+    block_text,
+    finish_skips,
+    load_records,
+    mark_harness_noise,
+    require_messages,
+    source_name,
+    tag,
+)
 
-INJECTED_PREFIXES = ("# AGENTS.md instructions", "<environment_context>", "<user_instructions>", "<INSTRUCTIONS>",
-                     "<user_shell_command>", "<turn_aborted>")
+# What Codex (CLI and Desktop) injects as user messages or into them (tests/fixtures rollouts).
+HARNESS_NOISE: tuple[Noise, ...] = (
+    Noise("agents-md", re.compile(r"# AGENTS\.md instructions for [^\n]*\n+<INSTRUCTIONS>.*?(?:</INSTRUCTIONS>|\Z)", re.S)),
+    Noise("instructions", tag("INSTRUCTIONS")),
+    Noise("user-instructions", tag("user_instructions")),
+    Noise("environment-context", tag("environment_context")),
+    Noise("user-shell-command", tag("user_shell_command")),
+    Noise("turn-aborted", tag("turn_aborted")),
+    Noise("image", re.compile(r"<image\b[^>]*>.*?</image>|\[Image #\d+\]|\[input_image: [^\]\n]*\]", re.S)),
+)
 KNOWN_TOP = {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
 CALL_TYPES = {"function_call", "custom_tool_call", "local_shell_call"}
 OUTPUT_TYPES = {"function_call_output", "custom_tool_call_output"}
@@ -61,9 +81,8 @@ def _item(b: _Builder, p: dict[str, Any], n: int, ts: Any, skipped: Counter[str]
         if role == "assistant":
             b.assistant(n, ts).parts.append(TextPart(text=text))
         elif role in ("user", "developer", "system"):
-            meta = {INJECTED: True} if role == "user" and text.lstrip().startswith(INJECTED_PREFIXES) else {}
-            b.add(Message(id=message_id(n, "line"), role="user" if role == "user" else "system",
-                          parts=[TextPart(text=text)], timestamp=ts, meta=meta))
+            b.add(mark_harness_noise(Message(id=message_id(n, "line"), role="user" if role == "user" else "system",
+                                             parts=[TextPart(text=text)], timestamp=ts), HARNESS_NOISE))
         else:
             b.warnings.append(f"line {n}: message with unknown role {role!r} skipped")
     elif t == "reasoning":
@@ -131,8 +150,8 @@ def load(src: Source) -> Session:
         elif t == "event_msg":
             et = p.get("type")
             if not has_items and et == "user_message":
-                b.add(Message(id=message_id(n, "line"), role="user", parts=[TextPart(text=str(p.get("message", "")))],
-                              timestamp=ts))
+                b.add(mark_harness_noise(Message(id=message_id(n, "line"), role="user", timestamp=ts,
+                                                 parts=[TextPart(text=str(p.get("message", "")))]), HARNESS_NOISE))
             elif not has_items and et == "agent_message":
                 b.assistant(n, ts).parts.append(TextPart(text=str(p.get("message", ""))))
             elif not has_items and et == "agent_reasoning":

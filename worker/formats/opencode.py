@@ -13,26 +13,35 @@ boundaries so text written after a result stays after it. A user message with a 
 part, answered by an assistant message with `summary: true`, is the previous compaction: the
 summary is is_summary, and messages before it (before `tail_start_id` when the tail was kept)
 are compacted. A pending/running tool (interrupted) gets the error result opencode itself sends.
+What opencode writes into a user message (`synthetic` text parts, file placeholders, the
+compaction prompt) is never the user's words (HARNESS_NOISE and `synthetic`).
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Any
 
 from ..session import Message, ReasoningPart, Session, TextPart, ToolCallPart, ToolResultPart, message_id
 from ._common import (
     INJECTED,
+    USER_TEXT,
     FormatError,
+    Noise,
     Source,
     block_text,
     finish_skips,
     load_input,
+    mark_harness_noise,
     require_messages,
     source_name,
 )
 
 INTERRUPTED = "[Tool execution was interrupted]"
+HARNESS_NOISE: tuple[Noise, ...] = (
+    Noise("file", re.compile(r"^\[file: [^\]\n]*\]$", re.M)),
+)
 COMPACTION_PROMPT = "What did we do so far?"  # what opencode sends for a compaction part
 
 
@@ -122,11 +131,16 @@ def load(src: Source) -> Session:
                     texts.append(TextPart(text=str(p.get("prompt", ""))))
                 else:
                     skipped[f"part:{pt}"] += 1
-            if texts and all(p.get("synthetic") for p in parts if p.get("type") == "text") and any(
-                p.get("type") == "text" for p in parts
-            ):
-                meta[INJECTED] = True
-            out.append(Message(id=mid, role="user", parts=texts, timestamp=str(ts) if ts else None, meta=meta))
+            typed = [str(p.get("text", "")) for p in parts
+                     if p.get("type") in ("text", "subtask") and not p.get("ignored") and not p.get("synthetic")]
+            if any(p.get("type") == "text" and p.get("synthetic") and not p.get("ignored") for p in parts):
+                meta["harness"] = ["synthetic"]
+                if "\n".join(typed).strip():
+                    meta[USER_TEXT] = "\n".join(typed).strip()
+                else:
+                    meta[INJECTED] = True
+            out.append(mark_harness_noise(Message(id=mid, role="user", parts=texts, timestamp=str(ts) if ts else None,
+                                                  meta=meta), HARNESS_NOISE))
         elif role == "assistant":
             meta = {k: info[k] for k in ("modelID", "providerID", "agent", "finish") if info.get(k)}
             if info.get("error"):

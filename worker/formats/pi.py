@@ -8,6 +8,9 @@ Newer files are a tree (`id` / `parentId`); we import the active branch, the pat
 last entry back to the root, as pi's buildSessionContext does. Older files (like the corpus
 fixture) have no ids and are linear.
 
+What pi itself puts into user messages is in HARNESS_NOISE (image placeholders; `!cmd` runs,
+skill and extension messages are whole injected messages, marked where they are built).
+
 A compaction entry is the previous summary. pi shows the model the summary first, then the kept
 entries from firstKeptEntryId on, then what followed; we place the summary message the same
 way (before the first kept message) and mark the messages it replaced compacted=True.
@@ -15,17 +18,20 @@ way (before the first kept message) and mark the messages it replaced compacted=
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Any
 
 from ..session import Message, Session, TextPart, ToolResultPart, message_id
 from ._common import (
     INJECTED,
+    Noise,
     Source,
     assistant_parts,
     block_text,
     finish_skips,
     load_records,
+    mark_harness_noise,
     require_messages,
     source_name,
 )
@@ -33,6 +39,9 @@ from ._common import (
 # pi's own wording for a compaction summary sent to the model (core/messages.ts).
 SUMMARY_PREFIX = "The conversation history before this point was compacted into the following summary:"
 BRANCH_PREFIX = "The following is a summary of a branch that this conversation came back from:"
+HARNESS_NOISE: tuple[Noise, ...] = (
+    Noise("image", re.compile(r"\[(?:image|document|file): [^\]\n]*\]")),
+)
 KNOWN_SKIP = {"model_change", "thinking_level_change", "label", "session_info", "custom"}
 
 
@@ -138,7 +147,8 @@ def _message(raw: dict[str, Any], eid: str, ts: Any, names: dict[str, str], n: i
     role = raw.get("role")
     content = raw.get("content")
     if role == "user":
-        return Message(id=eid, role="user", parts=[TextPart(text=block_text(content))], timestamp=ts)
+        return mark_harness_noise(Message(id=eid, role="user", parts=[TextPart(text=block_text(content))], timestamp=ts),
+                                  HARNESS_NOISE)
     if role == "assistant":
         blocks = content if isinstance(content, list) else [{"type": "text", "text": str(content or "")}]
         parts = assistant_parts(blocks, names, f"call_{eid}", skipped)
@@ -160,7 +170,8 @@ def _message(raw: dict[str, Any], eid: str, ts: Any, names: dict[str, str], n: i
         if raw.get("exitCode") not in (0, None):
             text += f"\n\nCommand exited with code {raw.get('exitCode')}"
         return Message(id=eid, role="user", parts=[TextPart(text=text)], timestamp=ts,
-                       meta={INJECTED: True, "bash_execution": True})
+                       meta={INJECTED: True, "bash_execution": True, "shell_command": str(raw.get("command", "")),
+                             "shell_output": str(raw.get("output", "")), "shell_exit": raw.get("exitCode")})
     if role == "compactionSummary":
         text = f"{SUMMARY_PREFIX}\n\n<summary>\n{raw.get('summary', '')}\n</summary>"
         return Message(id=eid, role="user", parts=[TextPart(text=text)], timestamp=ts, is_summary=True)

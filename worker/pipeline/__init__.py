@@ -16,14 +16,16 @@ from backends.base import Backend
 from backends.engine_thread import FOREGROUND
 
 from ..facts.actions import scan_actions
-from ..facts.ledger import Ledger, extract_ledger
+from ..facts.ledger import Ledger, extract_ledger, user_requests
 from ..facts.workstate import WorkState, derive_work_state
 from ..session import Message, Session, boundary_index
 from ..tokens import Budget, TokenCounter, make_budget
+from .anchor import AGENT_SUMMARY_SHARE, agent_summary, bounded, summary_body
 from .checkpoint import (
     Checkpoint,
     Section,
     bullets,
+    fact_labels,
     fit_sections,
     ledger_sections,
     progress_section,
@@ -117,7 +119,9 @@ class _Split:
 
 @dataclass
 class _Facts:
-    """What rules say about the messages since the boundary, and the sections built from it."""
+    """What rules say about the messages since our own previous checkpoint (the whole raw
+    transcript when there is none, in-session summaries of the agent's included), and the
+    sections built from it."""
 
     since_boundary: list[Message]
     ledger: Ledger
@@ -159,9 +163,12 @@ def _split(working: Session, head_start: int, counter: TokenCounter, budget: Bud
     return _Split(per_message, tail_budget, tail, head, working.messages[tail.cut :], system_msgs)
 
 
-def _facts(session: Session, working: Session, head_start: int, previous: Checkpoint | None) -> _Facts:
-    """Ledger and work state from ONE scan of the actions since the boundary; their sections."""
-    since_boundary = [m for m in working.messages[head_start:] if not m.compacted]
+def _facts(session: Session, previous: Checkpoint | None) -> _Facts:
+    """Ledger and work state from ONE scan of the actions since our previous checkpoint (whose
+    ledger carries what came before), else of the whole raw transcript: an agent's in-session
+    summary cuts the narrative, never the facts; their sections."""
+    start = boundary_index(session, previous.boundary_message_id) if previous is not None else 0
+    since_boundary = session.messages[start:]
     prev_ledger = Ledger.from_dict(previous.ledger) if previous is not None else None
     cwd = session.meta.get("cwd") if isinstance(session.meta.get("cwd"), str) else None
     actions = scan_actions(since_boundary, cwd=cwd)
@@ -209,7 +216,9 @@ def _narrate(session: Session, backend: Backend, config: CompactionConfig, previ
     narrative = Narrative()
     removed: list[dict] = []
     fallback = ""
-    user_texts = [m.text for m in facts.since_boundary if m.role == "user" and m.text.strip()]
+    # The goal comes from what the user typed: requests first, any typed turn otherwise.
+    user_texts = ([m.user_text for _, m in user_requests(facts.since_boundary)]
+                  or [m.user_text for m in facts.since_boundary if m.starts_turn])
     first_request = (user_texts[-1] if user_texts else "") if previous is not None else (user_texts[0] if user_texts else "")
     fallback_goal = (prev_narr.goal if prev_narr and prev_narr.goal else first_request)[:600]
     if config.use_model and head:
@@ -243,12 +252,25 @@ def _narrate(session: Session, backend: Backend, config: CompactionConfig, previ
         # No model call (a swap): the previous narrative is carried whole, decisions included.
         narrative.next_steps = narrative.next_steps or prev_narr.next_steps
         narrative.key_decisions = narrative.key_decisions or prev_narr.key_decisions
+    if fallback:
+        # No model narrative: the agent's own summary is carried rather than dropped (a newer one
+        # replaces the one a previous checkpoint carried).
+        anchor = agent_summary(session, head_start)
+        if anchor is not None and summary_body(anchor.text):
+            narrative.agent_summary, narrative.agent_summary_id = summary_body(anchor.text), anchor.id
+        elif prev_narr is not None:
+            narrative.agent_summary, narrative.agent_summary_id = prev_narr.agent_summary, prev_narr.agent_summary_id
     return _Story(narrative, result, removed, fallback)
 
 
-def _narrative_sections(narrative: Narrative) -> dict[str, Section]:
+def _narrative_sections(narrative: Narrative, lang: str) -> dict[str, Section]:
+    goal = narrative.goal
+    if narrative.agent_summary:
+        head = fact_labels(lang)["agent_summary"].format(id=narrative.agent_summary_id)
+        quoted = "\n".join(f"> {line}" if line.strip() else ">" for line in narrative.agent_summary.splitlines())
+        goal = f"{goal}\n\n{head}\n{quoted}".strip()
     return {
-        "Goal": Section(text=narrative.goal),
+        "Goal": Section(text=goal),
         "Key Decisions": bullets([d["decision"] + (f" — {d['reason']}" if d.get("reason") else "")
                                   for d in narrative.key_decisions]),
         "Next Steps": bullets(list(narrative.next_steps)),
@@ -290,18 +312,21 @@ def compact(
     stage["tail_ms"] = (time.perf_counter() - t) * 1000
 
     t = time.perf_counter()
-    facts = _facts(session, working, head_start, previous)
+    facts = _facts(session, previous)
     stage["ledger_ms"] = (time.perf_counter() - t) * 1000
 
     system_tokens, summary_limit, projected = _guard(before, split, facts, counter, budget, config)
 
     t = time.perf_counter()
     story = _narrate(session, backend, config, previous, head_start, split.head, facts, say)
+    if story.narrative.agent_summary:
+        story.narrative.agent_summary = bounded(story.narrative.agent_summary,
+                                                int(summary_limit * AGENT_SUMMARY_SHARE), counter.text)
     stage["summarize_ms"] = (time.perf_counter() - t) * 1000
 
     t = time.perf_counter()
     sections, summary_text, summary_tokens = fit_sections(
-        {**facts.sections, **_narrative_sections(story.narrative)}, facts.lang, summary_limit, counter.text)
+        {**facts.sections, **_narrative_sections(story.narrative, facts.lang)}, facts.lang, summary_limit, counter.text)
     checkpoint_messages = ([m.to_chat() for m in split.system_msgs] + [{"role": "user", "content": summary_text}]
                            + [m.to_chat() for m in split.tail_msgs if not m.compacted])
     after = counter.messages(checkpoint_messages)

@@ -67,6 +67,7 @@ FACT_LABELS = {
         "read": "read", "created": "created", "modified": "modified", "deleted": "deleted",
         "omitted": "{n} older user message(s) omitted", "more": "{n} more",
         "done": "Done", "in_progress": "In Progress", "blocked": "Blocked", "evidence": "evidence",
+        "agent_summary": "The agent's own summary of the earlier turns ({id}), carried as written:",
     },
     "zh": {
         "unresolved": "未解决的错误", "resolved": "已解决的错误",
@@ -76,6 +77,7 @@ FACT_LABELS = {
         "read": "已读取", "created": "已创建", "modified": "已修改", "deleted": "已删除",
         "omitted": "省略了 {n} 条较早的用户消息", "more": "另有 {n} 条",
         "done": "已完成", "in_progress": "进行中", "blocked": "受阻", "evidence": "证据",
+        "agent_summary": "智能体自己对较早轮次的摘要（{id}），原样保留：",
     },
 }
 RENDER_MAX_COMMANDS = 10  # Critical Context shows the newest runs only

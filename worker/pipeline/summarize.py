@@ -90,9 +90,15 @@ class Narrative:
     goal: str = ""
     key_decisions: list[dict[str, str]] = field(default_factory=list)
     next_steps: list[str] = field(default_factory=list)
+    # Without a model: the agent's own in-session summary, carried (bounded) instead of dropped.
+    agent_summary: str = ""
+    agent_summary_id: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"goal": self.goal, "key_decisions": self.key_decisions, "next_steps": self.next_steps}
+        out: dict[str, Any] = {"goal": self.goal, "key_decisions": self.key_decisions, "next_steps": self.next_steps}
+        if self.agent_summary:
+            out.update(agent_summary=self.agent_summary, agent_summary_id=self.agent_summary_id)
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> Narrative:
@@ -103,7 +109,8 @@ class Narrative:
             if isinstance(x, dict) and str(x.get("decision", "")).strip()
         ]
         steps = [str(s).strip() for s in d.get("next_steps") or [] if str(s).strip()]
-        return cls(str(d.get("goal") or "").strip(), decisions, steps)
+        return cls(str(d.get("goal") or "").strip(), decisions, steps, str(d.get("agent_summary") or ""),
+                   str(d.get("agent_summary_id") or ""))
 
 
 @dataclass
@@ -117,7 +124,7 @@ class SummarizeResult:
 
 
 def detect_language(messages: list[Message]) -> str:
-    text = "".join(m.text for m in messages if m.role == "user")
+    text = "".join(m.user_text for m in messages if m.role == "user" and not m.is_summary)
     han = len(re.findall(r"[\u4e00-\u9fff]", text))
     kana = len(re.findall(r"[\u3040-\u30ff]", text))
     latin = len(re.findall(r"[A-Za-z]", text))
@@ -205,7 +212,8 @@ def strip_message_ids(text: str, ids: set[str]) -> str:
 
 
 def previous_text(narrative: Narrative | None, summary_text: str | None) -> str | None:
-    if narrative is not None and (narrative.goal or narrative.key_decisions or narrative.next_steps):
+    if narrative is not None and (narrative.goal or narrative.key_decisions or narrative.next_steps
+                                  or narrative.agent_summary):
         return json.dumps(narrative.to_dict(), ensure_ascii=False, indent=1)
     return summary_text or None
 

@@ -1,0 +1,114 @@
+"""Harness noise is never the user: each importer's table, on records taken from the real
+transcripts in tests/fixtures (see NOTICE.md). Injected content is not a request, goal or
+constraint, but its facts (an error a `!cmd` printed) are still mined."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from worker.facts.actions import scan_actions
+from worker.facts.ledger import extract_ledger, user_requests
+from worker.formats import claude_code, codex
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+CIPHERBOX = FIXTURES / "cc-cipherbox_2095544c-fa50-4027-b664-c37e578957ce.jsonl"
+MEOW = FIXTURES / "cc-meow-ja_fc996c60-fb21-4123-b967-4f406da4bc25.jsonl"
+SPOTTER = FIXTURES / "cc-spotter_8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl"
+CODEX_CLI = FIXTURES / "codex-cli-sessionbridge_019d6cca-56cc-7850-9ca0-e841d6382a98.jsonl"
+
+
+def records(path: Path, *lines: int | range) -> list[dict]:
+    """The records at these 1-based line numbers of a fixture, in order."""
+    raw = path.read_text(encoding="utf-8").split("\n")
+    wanted = [n for x in lines for n in (x if isinstance(x, range) else [x])]
+    return [json.loads(raw[n - 1]) for n in wanted]
+
+
+def test_claude_code_slash_command_wrappers_and_caveats_are_not_the_user():
+    # cipherbox lines 3-5, 7: the local-command caveat, `/clear` and its stdout, `/gsd:progress`;
+    # line 34 is the first thing the user typed.
+    s = claude_code.load(records(CIPHERBOX, 3, 4, 5, 7, 34))
+    assert [m.starts_turn for m in s.messages] == [False, False, False, False, True]
+    assert s.messages[1].meta["harness"] == ["command-name", "command-message", "command-args"]
+    assert s.messages[2].meta["harness"] == ["local-command-stdout"]
+    assert [m.user_text for _, m in user_requests(s.messages)] == ["switch to the phase 12 branch"]
+    # the text the agent's model was sent is kept whole
+    assert s.messages[1].text.startswith("<command-name>/clear</command-name>")
+
+
+def test_claude_code_task_notification_is_not_the_user():
+    s = claude_code.load(records(SPOTTER, 6, 1588))  # the first prompt, then a background task's notice
+    assert [m.starts_turn for m in s.messages] == [True, False]
+    assert s.messages[1].meta["harness"] == ["task-notification"]
+    ledger = extract_ledger(s.messages)
+    assert [u.text for u in ledger.user_instructions] == [s.messages[0].text]
+
+
+def test_claude_code_user_shell_is_mined_but_not_an_instruction():
+    # meow lines 983-985: caveat, `!git co feat/code-of-conduct`, its stdout/stderr; then "create pr"
+    s = claude_code.load(records(MEOW, 983, 984, 985, 995))
+    assert [m.starts_turn for m in s.messages] == [False, False, False, True]
+    ledger = extract_ledger(s.messages)
+    assert [u.text for u in ledger.user_instructions] == ["create pr"]
+    assert [(c.command, c.status) for c in ledger.commands] == [("git co feat/code-of-conduct", "failed")]
+    assert [e.text for e in ledger.unresolved_errors()] == [
+        "error: pathspec 'feat/code-of-conduct' did not match any file(s) known to git"]
+
+
+def test_an_error_in_injected_text_is_an_error():
+    # A hook's output reaches the model inside a <system-reminder>; the error line in it counts.
+    # The record is cipherbox line 34, its text replaced by such a reminder carrying the exact
+    # golangci-lint error of meow line 350.
+    rec = records(CIPHERBOX, 34)[0]
+    error = ("Error: can't load config: the Go language version (go1.24) used to build golangci-lint is lower "
+             "than the targeted Go version (1.26.0)")
+    rec["message"]["content"] = f"<system-reminder>\nPostToolUse:Edit hook additional context:\n{error}\n</system-reminder>"
+    s = claude_code.load([rec])
+    assert not s.messages[0].starts_turn
+    actions = scan_actions(s.messages)
+    assert [(a.tool, a.status) for a in actions] == [("harness", "failed")]
+    assert [e.text for e in extract_ledger(s.messages, actions=actions).unresolved_errors()] == [error]
+
+
+def test_claude_code_queued_messages_are_the_users_words():
+    # cipherbox 183-239: three messages typed while a tool ran, removed from the queue when they
+    # were handed to the model; the assistant answers them at line 240.
+    s = claude_code.load(records(CIPHERBOX, range(183, 241)))
+    queued = [m for m in s.messages if m.meta.get("queued")]
+    assert [m.user_text for m in queued] == [
+        "did we not go through this before, you dont have access to docker  here",
+        "docker is running on your host.",
+        "why do you need docker for the api logs?",
+    ]
+    assert all(m.starts_turn for m in queued)
+    # placed after the tool result in flight, before the answer: no call is separated from its result
+    first = s.messages.index(queued[0])
+    assert s.messages[first - 1].role == "tool" and s.messages[first + 3].role == "assistant"
+    assert s.meta["records"]["queued"] == 3
+
+
+def test_claude_code_dequeued_message_is_not_imported_twice():
+    s = claude_code.load(records(CIPHERBOX, range(366, 372)))  # enqueue "yeah", dequeue, the user record
+    assert [m.user_text for m in s.messages if m.role == "user" and m.user_text] == ["yeah"]
+
+
+def test_an_answered_question_is_not_a_constraint():
+    # cipherbox 486-497: "ok did you catch the otp there?" (queued, then sent), answered by the assistant
+    s = claude_code.load(records(CIPHERBOX, range(486, 498)))
+    question = next(m for m in s.messages if m.user_text == "ok did you catch the otp there?")
+    assert question.starts_turn
+    assert extract_ledger(s.messages).user_instructions == []
+    # the same words with no answer yet are still the user's open request
+    unanswered = s.messages[: s.messages.index(question) + 1]
+    assert [u.text for u in extract_ledger(unanswered).user_instructions] == ["ok did you catch the otp there?"]
+
+
+def test_codex_agents_md_environment_and_image_placeholders():
+    # codex-cli line 4: AGENTS.md + <environment_context>; line 582: a pasted image and the user's words
+    s = codex.load(records(CODEX_CLI, 1, 4, 6, 582))
+    users = [m for m in s.messages if m.role == "user"]
+    assert [m.starts_turn for m in users] == [False, True, True]
+    assert users[0].meta["harness"] == ["agents-md", "environment-context"]
+    assert users[2].meta["harness"] == ["image"]
+    assert users[2].user_text == "Messate/text should be aligned in the middle of the avatar and time"

@@ -1,0 +1,80 @@
+"""The ledger reads the whole raw transcript, the agent's in-session summaries included: facts from
+before an agent's own compaction come back, and without a model the agent's summary is carried
+into the checkpoint instead of dropped. Built on records of the real cipherbox Claude Code
+session (tests/fixtures, see NOTICE.md): lines 1-60 precede its auto-compaction at line 762.
+Counting uses the bundled model's tokenizer only (no weights are loaded, no model call)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from backends.models import resolve
+from worker.formats import claude_code
+from worker.pipeline import CompactionConfig, compact
+
+CIPHERBOX = Path(__file__).resolve().parents[1] / "fixtures/cc-cipherbox_2095544c-fa50-4027-b664-c37e578957ce.jsonl"
+SUMMARY_ID = "3fbda60d-c19b-4315-b139-dc190288373f"  # line 762, isCompactSummary
+BRANCH_ERROR = "fatal: a branch named 'feat/phase-12-multi-factor' already exists"  # line 43
+USER_CORRECTION = "thats not the branch I was looking for - its called feat/phase-12-multi-factor"  # line 41
+CONTEXT_LIMIT = 32_768
+
+
+@pytest.fixture(scope="module")
+def counting_backend():
+    pytest.importorskip("llama_cpp")
+    from backends.llama_cpp import LlamaCppBackend
+
+    backend = LlamaCppBackend(resolve("qwen2.5-coder-0.5b").path)  # tokenizer only
+    yield backend
+    backend.close()
+
+
+def excerpt(*spans: range):
+    raw = CIPHERBOX.read_text(encoding="utf-8").split("\n")
+    return claude_code.load([json.loads(raw[n - 1]) for span in spans for n in span])
+
+
+@pytest.fixture(scope="module")
+def session():
+    # before the agent's compaction: /clear, the branch mix-up; then the summary and what followed
+    s = excerpt(range(1, 61), range(762, 843))
+    assert s.messages[s.last_summary_index()].id == SUMMARY_ID
+    return s
+
+
+def test_pre_boundary_facts_come_back(counting_backend, session):
+    cp = compact(session, counting_backend, CompactionConfig(context_limit=CONTEXT_LIMIT, use_model=False)).checkpoint
+    ledger = cp.ledger
+    assert BRANCH_ERROR in [e["text"] for e in ledger["errors"]]
+    assert USER_CORRECTION in [u["text"] for u in ledger["user_instructions"]]
+    assert ("git checkout main && git branch -D feat/phase-12-mfa && git checkout -b feat/phase-12-multi-factor"
+            in [c["command"] for c in ledger["commands"]])  # line 42, the run that printed the error
+    assert USER_CORRECTION in cp.summary_text
+    # the narrative still starts after the agent's summary: nothing before it is summarized again
+    assert cp.boundary_message_id not in {m.id for m in session.messages[: session.last_summary_index()]}
+
+
+def test_no_model_carries_the_agents_summary(counting_backend, session):
+    cp = compact(session, counting_backend, CompactionConfig(context_limit=CONTEXT_LIMIT, use_model=False)).checkpoint
+    assert cp.narrative["agent_summary_id"] == SUMMARY_ID
+    goal = cp.sections["Goal"]
+    # the goal is what the user typed first (not the /clear wrapper), then the agent's summary
+    assert goal.startswith("switch to the phase 12 branch\n\nThe agent's own summary of the earlier turns "
+                           f"({SUMMARY_ID}), carried as written:\n> Summary:\n> 1. Primary Request and Intent:")
+    assert "This session is being continued" not in goal and "Please continue the conversation" not in goal
+    assert goal in cp.summary_text
+
+
+def test_a_rolling_update_keeps_the_carried_summary_and_the_old_facts(counting_backend):
+    first = compact(excerpt(range(1, 61), range(762, 811)), counting_backend,
+                    CompactionConfig(context_limit=CONTEXT_LIMIT, use_model=False)).checkpoint
+    later = excerpt(range(1, 61), range(762, 843))
+    cp = compact(later, counting_backend, CompactionConfig(context_limit=CONTEXT_LIMIT, use_model=False),
+                 previous=first).checkpoint
+    assert cp.version == 2
+    assert cp.narrative["agent_summary"] == first.narrative["agent_summary"]
+    assert BRANCH_ERROR in [e["text"] for e in cp.ledger["errors"]]
+    assert [u["text"] for u in cp.ledger["user_instructions"]].count(USER_CORRECTION) == 1
