@@ -11,8 +11,10 @@ streams are thread-local; mlx-lm's generation stream is created per thread). On 
 CPU wheel float16 matmuls, quantized ones above all, are tens of times slower than float32,
 so the model is cast to float32 after loading (packed quantized weights stay packed).
 
-json_schema: MLX has no grammar engine and this backend does not pretend to constrain
-output; a request with a json_schema raises BackendError. Prompt reuse: one mlx-lm KV cache
+json_schema: mlx-lm has no grammar engine; with llguidance installed (the `mlx` extra) a
+json_schema becomes a logits processor (backends/mlx_schema.py) that masks every token the
+schema forbids, so the output always parses, as on llama.cpp. Without llguidance a json_schema
+raises BackendError and supports_json_schema is False. Prompt reuse: one mlx-lm KV cache
 per model, trimmed to the longest common prefix with each new prompt, so only the new
 suffix is evaluated (reported as cached_prompt_tokens).
 
@@ -37,6 +39,8 @@ from .base import BackendError, ChatMessage, GenerationStats, ModelInfo
 from .chat_template import ChatTemplate
 from .engine_thread import FOREGROUND, EngineThread
 from .local_tokenizer import LocalTokenizerMixin, peak_rss_mb
+from .mlx_schema import SchemaCompiler, SchemaProcessor
+from .mlx_schema import available as _schema_available
 
 RUNTIME_DTYPES = ("float32", "float16", "bfloat16", "stored")
 # llama.cpp backend parity: sampling at temperature > 0 draws from the 40 likeliest tokens.
@@ -174,7 +178,8 @@ class _StopMatcher:
 
 class MlxBackend(LocalTokenizerMixin):
     engine_name = "mlx"
-    supports_json_schema = False  # no grammar engine in mlx-lm: callers ask for JSON in the prompt
+    # A llguidance logits processor from the schema; without llguidance callers ask for JSON in the prompt.
+    supports_json_schema = _schema_available()
     # No GGUF metadata: /tokenize's add_special adds no BOS here (as before the protocol had meta).
     meta = None
 
@@ -220,6 +225,11 @@ class MlxBackend(LocalTokenizerMixin):
                                      self.model_name)
         self.eos_ids = self._stop_ids()
         self._model: EngineThread | None = None
+        self._schemas = SchemaCompiler(
+            (self.path / "tokenizer.json").read_text(encoding="utf-8"),
+            int(self.config.get("vocab_size") or self._tok.get_vocab_size(with_added_tokens=True)),
+            self.eos_ids,
+        )
 
     def _stop_ids(self) -> list[int]:
         ids: list[int] = []
@@ -293,8 +303,8 @@ class MlxBackend(LocalTokenizerMixin):
         """Stream text chunks, then one GenerationStats. `isolated` and `cache_key` are accepted
         for parity with llama.cpp: the one KV cache is always cut back to the prefix this prompt
         shares with the previous one, which is both the isolation and the prefix reuse."""
-        if json_schema is not None:
-            raise BackendError("json_schema is not supported by the MLX backend")
+        if json_schema is not None and not self.supports_json_schema:
+            raise BackendError("json_schema is not supported by the MLX backend without llguidance")
         if max_tokens < 1:
             raise BackendError(f"max_tokens must be at least 1, got {max_tokens}")
         ids = self.prompt_ids(messages)
@@ -302,10 +312,13 @@ class MlxBackend(LocalTokenizerMixin):
             raise BackendError(
                 f"prompt of {len(ids)} tokens + {max_tokens} to generate exceeds the context of {self.n_ctx}"
             )
+        constraint = self._schemas.processor(json_schema) if json_schema is not None else None
         self.load()
         assert self._model is not None
         return self._model.stream(
-            lambda engine: self._generate_on_thread(engine, ids, max_tokens, temperature, stop, repeat_penalty),
+            lambda engine: self._generate_on_thread(
+                engine, ids, max_tokens, temperature, stop, repeat_penalty, constraint
+            ),
             priority,
         )
 
@@ -338,6 +351,7 @@ class MlxBackend(LocalTokenizerMixin):
         temperature: float,
         stop: list[str] | None,
         repeat_penalty: float,
+        constraint: SchemaProcessor | None = None,
     ) -> Iterator[str | GenerationStats]:
         import mlx.core as mx
         from mlx_lm.generate import stream_generate
@@ -350,7 +364,9 @@ class MlxBackend(LocalTokenizerMixin):
             sampler = make_sampler(temp=temperature, top_k=TOP_K)
         else:
             sampler = make_sampler(temp=0.0)  # argmax
-        processors = make_logits_processors(repetition_penalty=repeat_penalty) if repeat_penalty != 1.0 else None
+        processors = make_logits_processors(repetition_penalty=repeat_penalty) if repeat_penalty != 1.0 else []
+        if constraint is not None:
+            processors.append(constraint)  # last: nothing may lift a forbidden token back
         matcher = _StopMatcher(stop or [])
         out_tokens: list[int] = []
         last = None
@@ -363,7 +379,7 @@ class MlxBackend(LocalTokenizerMixin):
                 mx.array(ids[reuse:]),
                 max_tokens=max_tokens,
                 sampler=sampler,
-                logits_processors=processors,
+                logits_processors=processors or None,
                 prompt_cache=engine.cache,
             ):
                 if not ttft:
