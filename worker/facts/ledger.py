@@ -25,7 +25,7 @@ from .text import CUT_MARKER, code, cut_middle
 # Every list is bounded so a carried ledger cannot grow without limit across compactions.
 MAX_FILES = 60  # Relevant Files must fit next to the verbatim tail in a small model's prompt
 MAX_UNRESOLVED_ERRORS = 24  # open errors are the work itself: keep many
-MAX_RESOLVED_ERRORS = 12  # fixed errors are history: the newest few explain recent edits
+MAX_RESOLVED_ERRORS = 24  # fixed errors are history; the checkpoint's ranked budget shows the newest that fit
 MAX_COMMANDS = 30  # the recent run history; older runs stay searchable in the raw session
 MAX_TALLIES = 10  # only the latest test results matter for the state of the work
 MAX_COMMITS = 10  # recent commits identify the work; older ones are in `git log`
