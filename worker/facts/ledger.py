@@ -37,10 +37,16 @@ USER_BUDGET_CHARS = 6000  # like Codex's re-inserted user messages, but in chars
 USER_MESSAGE_MAX_CHARS = 2000  # one pasted log must not eat the whole user-message budget
 USER_MIN_KEEP_CHARS = 200  # a remainder smaller than this is not worth a cut-down quote
 
-# A line of a user's message that states a rule: kept when a long message is cut.
-RULE_LINE_RE = re.compile(
-    r"\b(?:do not|don't|never|must|cannot|can't|always|should(?:n't| not)?|only|make sure|avoid|keep|without|important)\b"
-    r"|不要|不能|不得|禁止|必须|务必|只能|保持|不许|勿|一定要", re.IGNORECASE)
+# A line of a user's message that states a rule: kept when a long message is cut, and ranked
+# before plain requests. CJK text has no word boundaries and users often write no English cue
+# word, so each language has its own cues: prohibitions, obligations and polite imperatives
+# (「〜してください」, 「삭제해줘」 are how a request or a rule is phrased at all).
+RULE_CUES_EN = (r"\b(?:do not|don't|never|must|cannot|can't|always|should(?:n't| not)?|only|make sure|avoid|keep"
+                r"|without|important)\b")
+RULE_CUES_ZH = r"不要|不能|不得|禁止|必须|务必|只能|保持|不许|勿|一定要|别|不准|避免|确保|只用|只改"
+RULE_CUES_JA = r"しないで|ないでください|しないこと|てはいけない|てください|禁止|必ず|絶対|だけ|のみ|べき"
+RULE_CUES_KO = r"하지\s?마|하지\s?말|말아\s?(?:줘|주세요)|마세요|금지|반드시|꼭|않도록|해\s?(?:줘|주세요)|하세요"
+RULE_LINE_RE = re.compile("|".join((RULE_CUES_EN, RULE_CUES_ZH, RULE_CUES_JA, RULE_CUES_KO)), re.IGNORECASE)
 # User text that is a harness command, not an instruction (e.g. pi's bare `/mode`).
 SLASH_COMMAND_RE = re.compile(r"^/[\w:-]+\s*$")
 CHITCHAT_MAX_CHARS = 80  # an instruction can be short ("跑一下全部测试"); chit-chat is also short

@@ -33,7 +33,7 @@ NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])")
 HEXHASH = re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b")
 
 NEGATIONS_EN = re.compile(r"\b(?:not|never|don't|do not|no|without|avoid|keep)\b", re.I)
-NEGATIONS_ZH = re.compile(r"不要|不能|不得|禁止|别|勿|不许|保持")
+NEGATIONS_ZH = re.compile(r"不要|不能|不得|禁止|别|勿|不许|保持|しないで|ないでください|하지\s?마|하지\s?말|마세요|금지")  # zh, ja, ko
 # What a next step could make an agent fetch or run: a URL, an IPv4 address, a host name, or a
 # command that downloads, deletes, escalates, publishes or pipes into an interpreter (from the
 # command word to the end of its clause or code span). File names (deploy.sh) are not hosts.
