@@ -301,7 +301,8 @@ def compact(
 
     t = time.perf_counter()
     sections, summary_text, summary_tokens = fit_sections(
-        {**facts.sections, **_narrative_sections(story.narrative)}, facts.lang, summary_limit, counter.text)
+        {**facts.sections, **_narrative_sections(story.narrative)}, facts.lang, summary_limit, counter.text,
+        session.id)
     checkpoint_messages = ([m.to_chat() for m in split.system_msgs] + [{"role": "user", "content": summary_text}]
                            + [m.to_chat() for m in split.tail_msgs if not m.compacted])
     after = counter.messages(checkpoint_messages)
