@@ -27,6 +27,9 @@ REQUEST_TEXT_MAX_CHARS = 160  # the item names the request; the full text is in 
 BLOCKED_MIN_ATTEMPTS = 2  # one failure is a step; the same failure twice with no fix is stuck
 # Documentation no test or build checks: an applied edit is all the evidence there will be
 # (without this an earlier README request stays In Progress forever).
+# A request that is a question ("did you push?", "〜ですか？", "…吗？", "…나요?"): once the assistant
+# has replied in its turn, and nothing was edited, it is answered, not work in progress.
+QUESTION_RE = re.compile(r"[?？]\s*$|(?:ですか|ますか|でしょうか|吗|呢|까|나요)[。.]?\s*$")
 DOC_FILE_RE = re.compile(r"(?:^|/)(?:README|CHANGELOG|CHANGES|NEWS|HISTORY|AUTHORS|CONTRIBUTING|LICENSE|NOTICE)"
                          r"(?:\.\w+)?$|\.(?:md|markdown|rst|txt|adoc)$|(?:^|/)docs?/", re.IGNORECASE)
 
@@ -162,7 +165,9 @@ def derive_work_state(messages: list[Message], ledger: Ledger, *, cwd: str | Non
             item.evidence.append(f"{_evidence_line(failing[-1])}")
         if not item.evidence:
             item.evidence.append("no verification or commit after the request")
-        if is_last or edits:
+        if not edits and _answered(msg, messages[pos + 1:end]):
+            state.unverified.append(item)  # a question the assistant answered
+        elif is_last or edits:
             state.in_progress.append(item)
         else:
             state.unverified.append(item)
@@ -182,6 +187,12 @@ def derive_work_state(messages: list[Message], ledger: Ledger, *, cwd: str | Non
     state.in_progress = state.in_progress[::-1][:MAX_IN_PROGRESS]
     state.unverified = state.unverified[::-1]
     return state
+
+
+def _answered(request: Message, turn: list[Message]) -> bool:
+    """A question whose turn holds an assistant reply in words."""
+    return bool(QUESTION_RE.search(request.text.strip())) and any(
+        m.role == "assistant" and m.text.strip() for m in turn)
 
 
 def _blocked(actions: list[Action], ledger: Ledger) -> list[WorkItem]:
