@@ -96,7 +96,7 @@ RANK_DONE = 5  # finished work, resolved errors
 RANK_DETAIL = 6  # reads, older runs and tallies, edit snippets, the branch list
 FIT_ROUNDS = 4  # re-fits when the token estimate of the kept items was short
 FIT_MARGIN = 0.95  # fill only this share of the room the estimate sees: markers and rounding
-EDIT_SNIPPET_MAX_CHARS = 140  # a before→after names the change; the full edit is in the history
+EDIT_SNIPPET_MAX_CHARS = 260  # one line each side (as the ledger cuts them); older ledgers may hold longer
 LEFT_OUT = {
     "en": ("Left out to fit the budget: {what}. Nothing is lost: search session {sid}'s history "
            "(`GET /v1/sessions/{{id}}/history/search?q=…`, or `…/history/around?message_id=…` for a message id "
