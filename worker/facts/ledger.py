@@ -25,22 +25,28 @@ from .text import CUT_MARKER, code, cut_middle
 # Every list is bounded so a carried ledger cannot grow without limit across compactions.
 MAX_FILES = 60  # Relevant Files must fit next to the verbatim tail in a small model's prompt
 MAX_UNRESOLVED_ERRORS = 24  # open errors are the work itself: keep many
-MAX_RESOLVED_ERRORS = 12  # fixed errors are history: the newest few explain recent edits
+MAX_RESOLVED_ERRORS = 24  # fixed errors are history; the checkpoint's ranked budget shows the newest that fit
 MAX_COMMANDS = 30  # the recent run history; older runs stay searchable in the raw session
 MAX_TALLIES = 10  # only the latest test results matter for the state of the work
 MAX_COMMITS = 10  # recent commits identify the work; older ones are in `git log`
 MAX_BRANCHES = 5  # the current branch plus a few it came from
 MAX_IDS_PER_FACT = 6  # first occurrence + the newest ones: enough to find it again
 EDITS_PER_FILE = 3  # the newest changes say what was fixed; older ones are in the history
-EDIT_SIDE_MAX_CHARS = 240  # a replaced line or two, not a whole rewritten function
+EDIT_SIDE_MAX_CHARS = 120  # one code line each side names the change; the whole edit stays in the history
 USER_BUDGET_CHARS = 6000  # like Codex's re-inserted user messages, but in chars (~1.5k tokens)
 USER_MESSAGE_MAX_CHARS = 2000  # one pasted log must not eat the whole user-message budget
 USER_MIN_KEEP_CHARS = 200  # a remainder smaller than this is not worth a cut-down quote
 
-# A line of a user's message that states a rule: kept when a long message is cut.
-RULE_LINE_RE = re.compile(
-    r"\b(?:do not|don't|never|must|cannot|can't|always|should(?:n't| not)?|only|make sure|avoid|keep|without|important)\b"
-    r"|不要|不能|不得|禁止|必须|务必|只能|保持|不许|勿|一定要", re.IGNORECASE)
+# A line of a user's message that states a rule: kept when a long message is cut, and ranked
+# before plain requests. CJK text has no word boundaries and users often write no English cue
+# word, so each language has its own cues: prohibitions, obligations and polite imperatives
+# (「〜してください」, 「삭제해줘」 are how a request or a rule is phrased at all).
+RULE_CUES_EN = (r"\b(?:do not|don't|never|must|cannot|can't|always|should(?:n't| not)?|only|make sure|avoid|keep"
+                r"|without|important)\b")
+RULE_CUES_ZH = r"不要|不能|不得|禁止|必须|务必|只能|保持|不许|勿|一定要|别|不准|避免|确保|只用|只改"
+RULE_CUES_JA = r"しないで|ないでください|しないこと|てはいけない|てください|禁止|必ず|絶対|だけ|のみ|べき"
+RULE_CUES_KO = r"하지\s?마|하지\s?말|말아\s?(?:줘|주세요)|마세요|금지|반드시|꼭|않도록|해\s?(?:줘|주세요)|하세요"
+RULE_LINE_RE = re.compile("|".join((RULE_CUES_EN, RULE_CUES_ZH, RULE_CUES_JA, RULE_CUES_KO)), re.IGNORECASE)
 # User text that is a harness command, not an instruction (e.g. pi's bare `/mode`).
 SLASH_COMMAND_RE = re.compile(r"^/[\w:-]+\s*$")
 CHITCHAT_MAX_CHARS = 80  # an instruction can be short ("跑一下全部测试"); chit-chat is also short
@@ -282,8 +288,12 @@ def is_question(text: str) -> bool:
     return len(flat) <= QUESTION_MAX_CHARS and flat.endswith(QUESTION_ENDINGS) and not RULE_LINE_RE.search(flat)
 
 
-def answered(messages: list[Message], pos: int) -> bool:
-    """Did the assistant write an answer after messages[pos], before the user's next turn?"""
+def answered_question(messages: list[Message], pos: int) -> bool:
+    """messages[pos] only asks ("did you push?") and the assistant replied in words before the
+    user's next turn: the answer is in the history, so it is no constraint, and no open work
+    unless the turn changed files (workstate)."""
+    if not is_question(messages[pos].user_text):
+        return False
     for m in messages[pos + 1:]:
         if m.starts_turn:
             return False
@@ -293,10 +303,8 @@ def answered(messages: list[Message], pos: int) -> bool:
 
 
 def user_requests(messages: list[Message]) -> list[tuple[int, Message]]:
-    """The user's instructions, in order. A question the assistant already answered is neither a
-    constraint nor open work: the answer is in the history."""
-    return [(i, m) for i, m in enumerate(messages)
-            if is_user_instruction(m) and not (is_question(m.user_text) and answered(messages, i))]
+    """The user's instructions, in order, with their positions."""
+    return [(i, m) for i, m in enumerate(messages) if is_user_instruction(m)]
 
 
 def budget_user_instructions(items: list[UserInstruction], budget: int) -> tuple[list[UserInstruction], int]:
@@ -420,7 +428,8 @@ def extract_ledger(messages: list[Message], previous: Ledger | None = None, *, c
     known = {u.message_id for u in ledger.user_instructions}
     known_texts = {u.text for u in ledger.user_instructions}
     fresh = [UserInstruction(m.id, m.user_text.strip(), False, base + i + 1)
-             for i, m in user_requests(messages) if m.id not in known and m.user_text.strip() not in known_texts]
+             for i, m in user_requests(messages)
+             if m.id not in known and m.user_text.strip() not in known_texts and not answered_question(messages, i)]
     # Messages that state a rule ("do not change …", "不要 …") first, so a budget or a shrunk
     # section drops plain requests (they are also in Progress) before a user's constraint.
     pool = sorted(fresh + ledger.user_instructions, key=lambda u: (not RULE_LINE_RE.search(u.text), -u.seq))

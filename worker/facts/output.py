@@ -1,8 +1,11 @@
 """Tool output as facts: exact error lines, test tallies, exit codes, commits and branches.
 
-Each rule matches one stripped output line of one known tool (pytest, ExUnit, jest, cargo, tsc,
-git, ...) and keeps the line verbatim: a small summarizer paraphrases errors, so they are never
-taken from it. Unknown output yields nothing rather than a guess.
+Each rule matches one stripped output line of one known tool (pytest, ExUnit, mocha, jest, cargo,
+tsc, go, golangci-lint, git, ...) and keeps the line verbatim: a small summarizer paraphrases
+errors, so they are never taken from it. Unknown output yields nothing rather than a guess.
+Any text is accepted, not only tool results: a line's harness wrapping (`<bash-stdout>`, a
+`<system-reminder>` around hook output, ANSI colours, a CI log's `job<TAB>step<TAB>time` prefix)
+is taken off before the rules see it, so an error a hook or the harness printed counts too.
 """
 
 from __future__ import annotations
@@ -18,16 +21,23 @@ OUTPUT_EXCERPT_MAX_LINES = 2  # ... and so is a two-line answer; a third line ma
 
 # Error lines. Each matches one stripped output line; the line is kept verbatim.
 TRACEBACK_START_RE = re.compile(r"^Traceback \(most recent call last\):")
+# `AssertionError [ERR_ASSERTION]: ...` is node's: the code in brackets is part of the name.
 EXCEPTION_LINE_RE = re.compile(
-    r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|Warning)(?::\s.*)?$")
+    r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|Warning)(?: \[[A-Z_]+\])?(?::\s.*)?$")
 ERROR_LINE_RES = (
     re.compile(r"^E {2,}\S"),  # pytest assertion detail: `E       AssertionError: ...`
     re.compile(r"^(?:FAILED|ERROR) \S+::\S+"),  # pytest short summary
     re.compile(r"✘ \[ERROR\] "),  # esbuild
     re.compile(r"\berror TS\d+: "),  # TypeScript
     re.compile(r"^(?:\S+:\d+(?::\d+)?:?\s+)?(?:fatal )?error(?:\[[\w-]+\])?: \S"),  # gcc/rustc/go/esbuild
-    re.compile(r"^(?:Error|ERROR|FATAL|Fatal error): \S"),  # node, generic CLIs
-    re.compile(r"^fatal: \S"),  # git
+    re.compile(r"^(?:[A-Z]\w* )?(?:Error|ERROR|FATAL|Fatal error): \S"),  # node, CLIs, `API Error: 400 …`
+    re.compile(r"(?:^|: )fatal: \S"),  # git, also quoted inside a wrapper's message
+    re.compile(r"^\S+\.go:\d+:\d+: \S"),  # go build / vet / golangci-lint (`x.go:12:3: msg (linter)`)
+    re.compile(r"^--- FAIL: \S"),  # go test
+    re.compile(r"^\[\w+\]\s.*\s(?:ERROR|FATAL)\s"),  # framework logs: `[Nest] 123 - <time>   ERROR [Svc] …`
+    re.compile(r"^level=(?:error|fatal) "),  # logrus / golangci-lint
+    re.compile(r"=> \[5\d\d\]"),  # a browser/network log's server error `[POST] url => [500] …`
+    re.compile(r"^(?:致命错误|错误|エラー|오류)\s*[:：]|^\S{0,16}失败(?:[:：]|$)"),  # localized (git zh, CLIs)
     re.compile(r"^\*\* \([\w.]+\) \S"),  # Elixir/ExUnit `** (RuntimeError) ...`
     re.compile(r"^code:\s+(?:assert|refute)\b"),  # ExUnit failing assertion source
     re.compile(r"^thread '.*' panicked at "),  # Rust
@@ -36,6 +46,17 @@ ERROR_LINE_RES = (
     re.compile(r"\bCannot find module\b|\bModule not found\b"),
 )
 # Lines that carry no information when picking an is_error result's first meaningful line.
+# Harness wrapping around a line: leading/trailing tags (`<bash-stdout>`, `<system-reminder>`),
+# ANSI colour codes, a GitHub Actions log prefix (`job<TAB>step<TAB>2026-…Z `) and `##[error]`.
+WRAPPER_TAG_RE = re.compile(r"^(?:<[\w-]+>\s*)+|(?:\s*</[\w-]+>)+$")
+ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+CI_LOG_PREFIX_RE = re.compile(r"^[^\t\n]*\t[^\t\n]*\t\d{4}-\d\d-\d\dT[\d:.]+Z (?:##\[(?:error|warning)\])?")
+# mocha lists failing tests as `1) title` once it printed `N failing`; alone, `1) x` is any list.
+MOCHA_FAILING_RE = re.compile(r"^\s*\d+ failing\s*$", re.MULTILINE)
+MOCHA_TITLE_RE = re.compile(r"^\d+\) \S")
+# ExUnit's failure header `3) test name (Module)`: kept without the counter, which changes from
+# run to run, so a re-run of the same failing test is the same fact (and resolves it).
+EXUNIT_FAILURE_RE = re.compile(r"^\d+\) (test .+ \([\w.]+\))$")
 NOISE_LINE_RE = re.compile(
     r"^(?:>|\$ |bash-\$|\(Open file: |\(Current directory: |Debugger attached\.|Waiting for the debugger"
     r"|For help, see: |\(Use `node --trace-warnings|Your command ran successfully)")
@@ -79,12 +100,21 @@ def output_lines(output: str) -> list[str]:
     return [s for s in (line.strip() for line in output.splitlines()) if s and not SWE_FOOTER_RE.match(s)]
 
 
+def unwrap_line(raw: str) -> str:
+    """A line without its harness wrapping (tags, ANSI colours, CI log prefix), stripped."""
+    line = CI_LOG_PREFIX_RE.sub("", ANSI_RE.sub("", raw))
+    return WRAPPER_TAG_RE.sub("", line.strip()).strip()
+
+
 def error_lines(output: str) -> list[str]:
-    """Exact error lines, in output order, deduplicated and bounded."""
+    """Exact error lines, in output order, deduplicated and bounded. `output` may be any text:
+    a tool result, hook output, a system reminder, a log the user pasted."""
     found: list[str] = []
     in_traceback = False
+    mocha = bool(MOCHA_FAILING_RE.search(output))
     for raw in output.splitlines():
-        line = raw.strip()
+        line = unwrap_line(raw)
+        raw = CI_LOG_PREFIX_RE.sub("", ANSI_RE.sub("", raw))
         if not line:
             continue
         if TRACEBACK_START_RE.match(line):
@@ -98,7 +128,11 @@ def error_lines(output: str) -> list[str]:
             elif raw[:1] not in (" ", "\t") and not line.startswith(("File ", "During handling", "The above")):
                 in_traceback = False
             continue
-        if EXCEPTION_LINE_RE.match(line) or any(rx.search(line) for rx in ERROR_LINE_RES):
+        m = EXUNIT_FAILURE_RE.match(line)
+        if m:
+            found.append(m.group(1))
+        elif (EXCEPTION_LINE_RE.match(line) or any(rx.search(line) for rx in ERROR_LINE_RES)
+                or (mocha and MOCHA_TITLE_RE.match(line))):
             found.append(line)
     out: list[str] = []
     for line in found:

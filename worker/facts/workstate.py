@@ -17,7 +17,7 @@ from typing import Any
 
 from ..session import Message
 from .actions import Action, reruns, scan_actions
-from .ledger import Ledger, user_requests
+from .ledger import Ledger, answered_question, user_requests
 from .text import code, command_result, one_line
 
 MAX_DONE = 8  # the newest finished requests; older ones are history
@@ -128,6 +128,8 @@ def derive_work_state(messages: list[Message], ledger: Ledger, *, cwd: str | Non
         end = requests[k + 1][0] if k + 1 < len(requests) else len(messages)
         turn = [a for a in actions if pos < a.pos < end]
         edits = [a for a in turn if _is_edit(a, scratch)]
+        if not edits and answered_question(messages, pos):
+            continue  # a question the assistant answered: not work in progress
         item = WorkItem(text=request_text(msg.user_text), message_id=msg.id)
         if edits:
             files = {p for a in edits for p, _ in a.changes}

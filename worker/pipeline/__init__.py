@@ -16,7 +16,7 @@ from backends.base import Backend
 from backends.engine_thread import FOREGROUND
 
 from ..facts.actions import scan_actions
-from ..facts.ledger import Ledger, extract_ledger, user_requests
+from ..facts.ledger import Ledger, answered_question, extract_ledger, user_requests
 from ..facts.workstate import WorkState, derive_work_state
 from ..session import Message, Session, boundary_index
 from ..tokens import Budget, TokenCounter, make_budget
@@ -217,7 +217,8 @@ def _narrate(session: Session, backend: Backend, config: CompactionConfig, previ
     removed: list[dict] = []
     fallback = ""
     # The goal comes from what the user typed: requests first, any typed turn otherwise.
-    user_texts = ([m.user_text for _, m in user_requests(facts.since_boundary)]
+    user_texts = ([m.user_text for i, m in user_requests(facts.since_boundary)
+                   if not answered_question(facts.since_boundary, i)]
                   or [m.user_text for m in facts.since_boundary if m.starts_turn])
     first_request = (user_texts[-1] if user_texts else "") if previous is not None else (user_texts[0] if user_texts else "")
     fallback_goal = (prev_narr.goal if prev_narr and prev_narr.goal else first_request)[:600]
@@ -326,7 +327,8 @@ def compact(
 
     t = time.perf_counter()
     sections, summary_text, summary_tokens = fit_sections(
-        {**facts.sections, **_narrative_sections(story.narrative, facts.lang)}, facts.lang, summary_limit, counter.text)
+        {**facts.sections, **_narrative_sections(story.narrative, facts.lang)}, facts.lang, summary_limit, counter.text,
+        session.id)
     checkpoint_messages = ([m.to_chat() for m in split.system_msgs] + [{"role": "user", "content": summary_text}]
                            + [m.to_chat() for m in split.tail_msgs if not m.compacted])
     after = counter.messages(checkpoint_messages)

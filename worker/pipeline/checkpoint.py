@@ -5,8 +5,12 @@ every section, always, `(none)` when empty; the deterministic sections come from
 and the evidence-based work state, the narrative ones from the verified model output.
 
 Sections travel as a typed structure (`Section` of `Block`s of `Bullet`s) from the fact stages
-to here, are shrunk to the summary's budget as that structure, and are rendered to markdown
-once, at the end. Every label (section titles, "(none)", the facts' own words, in each
+to here, are fitted to the summary's budget as that structure, and are rendered to markdown
+once, at the end. Fitting is by importance, not position: every bullet (and sub-bullet) has a
+rank, and the budget is filled in rank order (unresolved errors, the user's rules verbatim, open
+work, files changed, the last failing and passing runs, then done work, reads and detail).
+Nothing goes silently: each shrunk list says how many items it left out, and Critical Context
+says where they are (history search / around, over HTTP or the CLI). Every label (section titles, "(none)", the facts' own words, in each
 language) lives in this module and nowhere else.
 """
 
@@ -16,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from ..facts.ledger import Ledger
-from ..facts.text import code, command_result, one_line
+from ..facts.ledger import RULE_LINE_RE, Ledger
+from ..facts.text import code, command_result, cut_middle, one_line
 from ..facts.workstate import WorkItem, WorkState
 
 SECTIONS = (
@@ -82,8 +86,28 @@ FACT_LABELS = {
 }
 RENDER_MAX_COMMANDS = 10  # Critical Context shows the newest runs only
 RENDER_MAX_RESOLVED = 5  # resolved errors are context, not work: a few are enough
-SHRINK_STEPS = (40, 24, 16, 10, 6, 3, 1)  # bullets kept per deterministic section when over budget
+SHRINK_STEPS = (40, 24, 16, 10, 6, 3, 1)  # last resort when the ranked fit misses its budget
 MORE_NOT_SHOWN = "… {n} more not shown (search the history for them)"  # what a shrink dropped
+# Importance ranks, most important first: the budget is filled in this order (issue 12).
+RANK_OPEN_ERROR = 0  # an unresolved error is the work itself
+RANK_RULE = 1  # the user's constraints, verbatim
+RANK_OPEN_WORK = 2  # In Progress / Blocked
+RANK_CHANGED = 3  # files changed, commits, the current branch, the user's other words
+RANK_LAST_RUN = 4  # the last failing and the last passing command, the latest test tally
+RANK_DONE = 5  # finished work, resolved errors
+RANK_DETAIL = 6  # reads, older runs and tallies, edit snippets, the branch list
+FIT_ROUNDS = 4  # re-fits when the token estimate of the kept items was short
+FIT_MARGIN = 0.95  # fill only this share of the room the estimate sees: markers and rounding
+EDIT_SNIPPET_MAX_CHARS = 260  # one line each side (as the ledger cuts them); older ledgers may hold longer
+LEFT_OUT = {
+    "en": ("Left out to fit the budget: {what}. Nothing is lost: search session {sid}'s history "
+           "(`GET /v1/sessions/{{id}}/history/search?q=…`, or `…/history/around?message_id=…` for a message id "
+           "above; CLI `compactd history search {sid} …`)."),
+    "zh": ("为适应预算省略了：{what}。内容并未丢失：可检索会话 {sid} 的历史"
+           "（`GET /v1/sessions/{{id}}/history/search?q=…`，或按上文的消息 id 用 `…/history/around?message_id=…`；"
+           "命令行 `compactd history search {sid} …`）。"),
+}
+ERROR_COMMAND_MAX_CHARS = 100  # an error names the run it came from; the full command is under Commands
 
 
 def label(section: str, lang: str) -> str:
@@ -108,6 +132,10 @@ class Bullet:
     text: str
     quote: list[str] = field(default_factory=list)
     subs: list[str] = field(default_factory=list)
+    rank: int = RANK_DETAIL  # importance of the bullet itself
+    sub_ranks: list[int] | None = None  # per sub-bullet; None: the bullet's rank
+    group: bool = False  # a heading for its subs ("Unresolved errors:"): shown iff a sub is
+    newest_last: bool = False  # subs are chronological: among equal ranks the newest go first
 
     def lines(self) -> list[str]:
         return ([f"- {self.text}"] + [f"  > {line}" if line.strip() else "  >" for line in self.quote]
@@ -173,10 +201,10 @@ def ledger_sections(ledger: Ledger, lang: str = "en") -> dict[str, Section]:
     if unresolved:
         subs = []
         for e in unresolved:
-            src = f" — {t['from']} {code(one_line(e.command))}" if e.command else ""
+            src = f" — {t['from']} {code(cut_middle(one_line(e.command), ERROR_COMMAND_MAX_CHARS))}" if e.command else ""
             tries = f", {e.attempts} {t['attempts']}" if e.attempts > 1 else ""
             subs.append(f"{code(e.text)}{src} ({', '.join(e.message_ids)}{tries})")
-        critical.append(Bullet(f"{t['unresolved']}:", subs=subs))
+        critical.append(Bullet(f"{t['unresolved']}:", subs=subs, rank=RANK_OPEN_ERROR, group=True))
     if resolved:
         subs = []
         for e in resolved[:RENDER_MAX_RESOLVED]:
@@ -184,30 +212,40 @@ def ledger_sections(ledger: Ledger, lang: str = "en") -> dict[str, Section]:
             subs.append(f"{code(e.text)} — {t['resolved_by']}{by} ({e.resolved_by})")
         if len(resolved) > RENDER_MAX_RESOLVED:
             subs.append(f"({t['more'].format(n=len(resolved) - RENDER_MAX_RESOLVED)})")
-        critical.append(Bullet(f"{t['resolved']}:", subs=subs))
+        critical.append(Bullet(f"{t['resolved']}:", subs=subs, rank=RANK_DONE, group=True))
     if ledger.tallies:
+        n = len(ledger.tallies)
         critical.append(Bullet(f"{t['tallies']}:", subs=[
             f"{code(x.text)}" + (f" — {code(one_line(x.command))}" if x.command else "")
-            + f" ({', '.join(x.message_ids[-2:])})" for x in ledger.tallies]))
+            + f" ({', '.join(x.message_ids[-2:])})" for x in ledger.tallies],
+            sub_ranks=[RANK_LAST_RUN if i == n - 1 else RANK_DETAIL for i in range(n)], group=True, newest_last=True))
     if ledger.commits:
         critical.append(Bullet(f"{t['commits']}:", subs=[
             (f"{code(c.sha)} " if c.sha else "") + code(c.text) + (f" ({t['on']} {code(c.branch)})" if c.branch else "")
-            + f" ({', '.join(c.message_ids[-1:])})" for c in ledger.commits]))
+            + f" ({', '.join(c.message_ids[-1:])})" for c in ledger.commits], rank=RANK_CHANGED, group=True,
+            newest_last=True))
     if ledger.branches:
         names = [code(b.name) for b in ledger.branches]
         names[-1] += f" ({t['current']})"
-        critical.append(Bullet(f"{t['branches']}: {', '.join(names)}"))
+        critical.append(Bullet(f"{t['branches']}: {', '.join(names)}", rank=RANK_CHANGED))
     if ledger.commands:
         shown = ledger.commands[-RENDER_MAX_COMMANDS:]
         more = [f"({t['more'].format(n=len(ledger.commands) - len(shown))})"] if len(ledger.commands) > len(shown) else []
+        last = [id(c) for st in ("failed", "ok") for c in [next((c for c in reversed(shown) if c.status == st), None)] if c]
         critical.append(Bullet(f"{t['commands']}:", subs=more + [
-            f"{command_result(c, t['exit'], t['failed'])} ({', '.join(c.message_ids[-2:])})" for c in shown]))
+            f"{command_result(c, t['exit'], t['failed'])} ({', '.join(c.message_ids[-2:])})" for c in shown],
+            sub_ranks=[RANK_DETAIL] * len(more) + [RANK_LAST_RUN if id(c) in last else RANK_DETAIL for c in shown],
+            group=True, newest_last=True))
 
     files = [Bullet(f"{code(f.path)} — {', '.join(t.get(a, a) for a in f.actions)} ({', '.join(f.message_ids[-2:])})",
-                    subs=list(f.edits)) for f in ledger.files]
-    constraints = [Bullet(f"{u.message_id}:", quote=u.text.splitlines()) for u in ledger.user_instructions]
+                    subs=[cut_middle(e, EDIT_SNIPPET_MAX_CHARS) for e in f.edits],
+                    rank=RANK_CHANGED if f.changed else RANK_DETAIL, sub_ranks=[RANK_DETAIL] * len(f.edits))
+             for f in ledger.files]
+    constraints = [Bullet(f"{u.message_id}:", quote=u.text.splitlines(),
+                          rank=RANK_RULE if RULE_LINE_RE.search(u.text) else RANK_CHANGED)
+                   for u in ledger.user_instructions]
     if constraints and ledger.user_instructions_omitted:
-        constraints.append(Bullet(f"({t['omitted'].format(n=ledger.user_instructions_omitted)})"))
+        constraints.append(Bullet(f"({t['omitted'].format(n=ledger.user_instructions_omitted)})", rank=RANK_RULE))
     return {
         "Constraints & Preferences": Section(blocks=[Block(constraints, empty=t["none"])]),
         "Critical Context": Section(blocks=[Block(critical, empty=t["none"])]),
@@ -221,7 +259,8 @@ def progress_section(state: WorkState, lang: str = "en") -> Section:
 
     def item(key: str, i: WorkItem) -> Bullet:
         where = f" ({i.message_id})" if key != "blocked" and i.message_id else ""
-        return Bullet(f"{i.text}{where} — {t['evidence']}: {'; '.join(i.evidence)}")
+        return Bullet(f"{i.text}{where} — {t['evidence']}: {'; '.join(i.evidence)}",
+                      rank=RANK_DONE if key == "done" else RANK_OPEN_WORK)
 
     return Section(blocks=[Block([item(key, i) for i in getattr(state, key)], heading=t[key], empty=t["none"])
                            for key in ("done", "in_progress", "blocked")])
@@ -239,18 +278,104 @@ def render_summary(sections: dict[str, Section], lang: str, *, reference_prefix:
     return "\n".join(out).rstrip() + "\n"
 
 
-def fit_sections(sections: dict[str, Section], lang: str, limit: int,
-                 count: Callable[[str], int]) -> tuple[dict[str, Section], str, int]:
-    """Shrink the deterministic sections step by step until the rendered summary fits `limit`."""
+def fit_sections(sections: dict[str, Section], lang: str, limit: int, count: Callable[[str], int],
+                 session_id: str = "<session>") -> tuple[dict[str, Section], str, int]:
+    """Fit the deterministic sections into `limit` tokens by importance (see the RANK_* order)."""
     text = render_summary(sections, lang)
     n = count(text)
-    for keep in SHRINK_STEPS:
+    if n <= limit:
+        return sections, text, n
+    units = _units(sections)
+    ratio = n / max(1, len(text))  # tokens per char of this summary: the estimate for one item
+    cost = {u.key: (len("\n".join(u.lines)) + 1) * ratio for u in units}
+    base = _select(sections, set(), units, lang, session_id)
+    room = (limit - count(render_summary(base, lang))) * FIT_MARGIN
+    fitted, text, n = base, render_summary(base, lang), 0
+    for _ in range(FIT_ROUNDS):
+        kept: set[tuple[int, ...]] = set()
+        left = room
+        for u in sorted(units, key=lambda u: u.order):
+            if u.needs is not None and u.needs not in kept:
+                continue  # an edit snippet without its file
+            if cost[u.key] <= left:
+                kept.add(u.key)
+                left -= cost[u.key]
+        fitted = _select(sections, kept, units, lang, session_id)
+        text = render_summary(fitted, lang)
+        n = count(text)
+        if n <= limit:
+            return fitted, text, n
+        room -= (n - limit) / FIT_MARGIN  # the estimate was short by this much
+    for keep in SHRINK_STEPS:  # last resort: cut by position
         if n <= limit:
             break
-        sections = {k: (v.shrunk(keep) if k in DETERMINISTIC else v) for k, v in sections.items()}
-        text = render_summary(sections, lang)
+        fitted = {k: (v.shrunk(keep) if k in DETERMINISTIC else v) for k, v in fitted.items()}
+        text = render_summary(fitted, lang)
         n = count(text)
-    return sections, text, n
+    return fitted, text, n
+
+
+@dataclass
+class _Unit:
+    """One bullet or sub-bullet the budget can keep or leave out."""
+
+    key: tuple[int, ...]  # (section, block, bullet) or (section, block, bullet, sub)
+    lines: list[str]
+    order: tuple[int, int, int]  # (rank, position in its list, section): fill order
+    needs: tuple[int, ...] | None = None  # the bullet a sub belongs to, unless a group heading
+
+
+def _units(sections: dict[str, Section]) -> list[_Unit]:
+    units: list[_Unit] = []
+    for si, name in enumerate(DETERMINISTIC):
+        for bi, block in enumerate(sections.get(name, Section()).blocks):
+            for j, b in enumerate(block.bullets):
+                if not b.group:
+                    units.append(_Unit((si, bi, j), Bullet(b.text, b.quote).lines(), (b.rank, j, si)))
+                ranks = b.sub_ranks or [b.rank] * len(b.subs)
+                for k, sub in enumerate(b.subs):
+                    pos = len(b.subs) - 1 - k if b.newest_last else k
+                    units.append(_Unit((si, bi, j, k), [f"  - {sub}"], (ranks[k], pos, si),
+                                       None if b.group else (si, bi, j)))
+    return units
+
+
+def _select(sections: dict[str, Section], kept: set[tuple[int, ...]], units: list[_Unit], lang: str,
+            session_id: str) -> dict[str, Section]:
+    """The sections with only the `kept` units, a count marker where a list lost items, and a
+    Critical Context note saying what was left out and how to get it back."""
+    out = dict(sections)
+    dropped: dict[str, int] = {}
+    for si, name in enumerate(DETERMINISTIC):
+        section = sections.get(name)
+        if section is None:
+            continue
+        blocks = []
+        for bi, block in enumerate(section.blocks):
+            bullets_out: list[Bullet] = []
+            lost = 0
+            for j, b in enumerate(block.bullets):
+                if not b.group and (si, bi, j) not in kept:
+                    lost += 1  # the bullet goes with its subs
+                    dropped[name] = dropped.get(name, 0) + 1 + len(b.subs)
+                    continue
+                subs = [sub for k, sub in enumerate(b.subs) if (si, bi, j, k) in kept]
+                if len(subs) < len(b.subs):  # a group heading stays to say how many it lost
+                    dropped[name] = dropped.get(name, 0) + len(b.subs) - len(subs)
+                    subs.append(MORE_NOT_SHOWN.format(n=len(b.subs) - len(subs)))
+                bullets_out.append(replace(b, subs=subs, sub_ranks=None))
+            if lost:
+                bullets_out.append(Bullet(MORE_NOT_SHOWN.format(n=lost)))
+            blocks.append(replace(block, bullets=bullets_out))
+        out[name] = replace(section, blocks=blocks)
+    if dropped:
+        what = ", ".join(f"{label(k, lang)} {v}" for k, v in dropped.items())
+        note = LEFT_OUT.get(lang, LEFT_OUT["en"]).format(what=what, sid=session_id)
+        critical = out.get("Critical Context", Section())
+        blocks = critical.blocks or [Block()]
+        out["Critical Context"] = replace(critical, blocks=blocks[:-1] + [
+            replace(blocks[-1], bullets=blocks[-1].bullets + [Bullet(note)])])
+    return out
 
 
 # ---------------------------------------------------------------------------- the record

@@ -16,7 +16,7 @@ input are tool output is decided by `worker.pipeline.summarize`, which wrote the
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..facts.ledger import Ledger
 from ..facts.workstate import WorkState
@@ -33,7 +33,7 @@ NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])")
 HEXHASH = re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b")
 
 NEGATIONS_EN = re.compile(r"\b(?:not|never|don't|do not|no|without|avoid|keep)\b", re.I)
-NEGATIONS_ZH = re.compile(r"不要|不能|不得|禁止|别|勿|不许|保持")
+NEGATIONS_ZH = re.compile(r"不要|不能|不得|禁止|别|勿|不许|保持|しないで|ないでください|하지\s?마|하지\s?말|마세요|금지")  # zh, ja, ko
 # What a next step could make an agent fetch or run: a URL, an IPv4 address, a host name, or a
 # command that downloads, deletes, escalates, publishes or pipes into an interpreter (from the
 # command word to the end of its clause or code span). File names (deploy.sh) are not hosts.
@@ -146,6 +146,10 @@ EDIT_VERB = re.compile(r"\b(?:edit|modify|change|update|fix|patch|apply|implemen
 RUN_VERB = re.compile(r"\b(?:run|re-?run|execute|test|verify|check)\w*\b|运行|执行|测试|验证", re.I)
 
 
+CREATE_VERB = re.compile(r"\b(?:create|add|write|make)\b[^.;\n]{0,30}?\b(?:file|script)\b|\bcreate\b"
+                         r"|新建|创建|作成", re.I)
+
+
 @dataclass
 class DoneEvidence:
     """What the evidence shows finished: a next step must not ask for it again."""
@@ -153,29 +157,39 @@ class DoneEvidence:
     items: list[str]  # Done work items (request text + evidence)
     verified_files: list[str]  # changed, then a verification passed, nothing pending
     passed_commands: list[str]  # passed after the last edit, nothing changed since
+    created_files: list[str] = field(default_factory=list)  # created at some point (even if deleted since)
 
 
 def done_evidence(ledger: Ledger, state: WorkState) -> DoneEvidence:
-    """Finished work as the evidence shows it; only when nothing is pending does an edit or a
-    run the model proposes count as a repeat."""
+    """Finished work as the evidence shows it. A file the session created, and a command that
+    passed after the last change, are done whatever else is pending; an edit the model proposes
+    counts as a repeat only when nothing is pending."""
     items = [f"{i.text} {' '.join(i.evidence)}" for i in state.done]
-    settled = state.last_green is not None and not state.changed_since_green and not state.in_progress
-    if not settled:
-        return DoneEvidence(items, [], [])
+    created = [f.path for f in ledger.files if "created" in f.actions]
     # A removed scratch file is cleanup, not a change the runs must come after.
     changed = [f for f in ledger.changed_files() if f.last_action != "deleted"]
     last_change = max((f.last_seq for f in changed), default=0)
     passed = [c.command for c in ledger.commands if c.status == "ok" and c.last_seq > last_change]
-    return DoneEvidence(items, [f.path for f in changed], passed)
+    settled = state.last_green is not None and not state.changed_since_green and not state.in_progress
+    return DoneEvidence(items, [f.path for f in changed] if settled else [], passed, created)
+
+
+def _names(path: str, step: str) -> bool:
+    name = path.rsplit("/", 1)[-1]
+    return path in step or bool(re.search(rf"(?<![\w/.-]){re.escape(name)}(?![\w-])", step))
 
 
 def _restates_done(step: str, done: DoneEvidence) -> str | None:
     item = _matches_done(step, done.items)
     if item:
         return item
+    if CREATE_VERB.search(step):
+        for path in done.created_files:
+            if _names(path, step):
+                return f"{path} was created already"
     if RUN_VERB.search(step):
         for cmd in done.passed_commands:
-            if cmd in step:
+            if cmd in step or any(_names(w, step) for w in cmd.split() if re.search(r"\w\.\w+$", w)):
                 return f"`{cmd}` already passed after the last edit"
     if EDIT_VERB.search(step):
         for path in done.verified_files:

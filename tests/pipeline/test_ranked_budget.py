@@ -1,0 +1,95 @@
+"""The importance-ranked budget on a real session (pi_large-session, tests/fixtures, NOTICE.md).
+
+The pi session ends with 19 unresolved errors, the user's rules ("invalid themes must NEVER
+explode"), open work and ~36 files. A summary budget that cannot hold it all keeps them in rank
+order, and says exactly how many items each list left out and where to get them back. The
+counter here is characters/4: the fitting logic is under test, not the tokenizer.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import swe_messages
+from worker.facts.actions import scan_actions
+from worker.facts.ledger import RULE_LINE_RE, extract_ledger
+from worker.facts.workstate import derive_work_state
+from worker.formats import load
+from worker.pipeline.checkpoint import (
+    EDIT_SNIPPET_MAX_CHARS,
+    fit_sections,
+    ledger_sections,
+    progress_section,
+    render_summary,
+)
+
+PI = Path(__file__).resolve().parent.parent / "fixtures" / "pi_large-session.jsonl"
+MORE_RE = re.compile(r"… (\d+) more not shown")
+
+
+def count(text: str) -> int:
+    return len(text) // 4
+
+
+@pytest.fixture(scope="module")
+def pi():
+    session = load(PI)
+    actions = scan_actions(session.messages)
+    ledger = extract_ledger(session.messages, actions=actions)
+    state = derive_work_state(session.messages, ledger, actions=actions)
+    sections = {**ledger_sections(ledger), "Progress": progress_section(state)}
+    return session, ledger, sections
+
+
+def _items(text: str) -> int:
+    return sum(int(n) for n in MORE_RE.findall(text))
+
+
+@pytest.mark.parametrize("limit", [1500, 2500, 4000])
+def test_kept_in_rank_order_and_nothing_dropped_silently(pi, limit):
+    session, ledger, sections = pi
+    full = render_summary(sections, "en")
+    assert count(full) > limit  # the budget must really bite
+    _, text, n = fit_sections(sections, "en", limit, count, session.id)
+    assert n <= limit
+    unresolved = [e.text for e in ledger.unresolved_errors()]
+    kept_errors = [e for e in unresolved if f"`{e}`" in text]
+    rules = [u.text for u in ledger.user_instructions if RULE_LINE_RE.search(u.text)]
+    read_only = [f.path for f in ledger.read_files()]
+    shown_reads = [p for p in read_only if f"`{p}` — read" in text]
+    # Reads come last: one is shown only when every unresolved error and every rule is.
+    if shown_reads:
+        assert kept_errors == unresolved
+        assert all(r.splitlines()[0] in text for r in rules)
+    # Errors come first: whatever the budget, the newest unresolved error is there.
+    assert unresolved[0] in text
+    # Every list that lost items says how many, and one note says how to get them back.
+    assert _items(text) > 0
+    assert "GET /v1/sessions/{id}/history/search?q=" in text and "history/around?message_id=" in text
+    assert f"compactd history search {session.id}" in text
+    left_out = re.search(r"Left out to fit the budget: (.*?)\. Nothing is lost", text).group(1)
+    assert sum(int(x) for x in re.findall(r"(\d+)", left_out)) >= _items(text)
+
+
+def test_the_budget_goes_to_errors_before_files(pi):
+    session, ledger, sections = pi
+    _, text, _ = fit_sections(sections, "en", 1500, count, session.id)
+    assert all(f"`{e.text}`" in text for e in ledger.unresolved_errors()[:5])
+    assert "`packages/coding-agent/src/tui/custom-editor.ts` — read" not in text
+
+
+def test_edit_snippets_are_short():
+    # The SWE-agent trace's str_replace edits (pi's edits name no before/after).
+    body = ledger_sections(extract_ledger(swe_messages()))["Relevant Files"].body()
+    snippets = [line for line in body.splitlines() if line.startswith("  - ")]
+    assert snippets and all(len(s) - 4 <= EDIT_SNIPPET_MAX_CHARS for s in snippets)
+
+
+def test_a_summary_that_fits_is_untouched(pi):
+    session, _, sections = pi
+    full = render_summary(sections, "en")
+    fitted, text, n = fit_sections(sections, "en", count(full), count, session.id)
+    assert text == full and n == count(full) and "Left out" not in text
