@@ -136,3 +136,31 @@ def test_go_rust_and_localized_formats():
     assert error_lines(rust) == ["error[E0382]: borrow of moved value: `v`", "thread 'main' panicked at src/main.rs:9:5:"]
     zh = "致命错误：不是 git 仓库（或者任何父目录）：.git\n构建失败\n全部测试通过\n"
     assert error_lines(zh) == ["致命错误：不是 git 仓库（或者任何父目录）：.git", "构建失败"]
+
+
+def test_a_log_line_repeated_with_new_timestamps_is_one_error():
+    """cc-cipherbox's API log: the same NestJS error every few seconds, each with its own time."""
+    from tests.fakes import SessionBuilder
+    from worker.facts.ledger import extract_ledger
+
+    log = "\n".join(f"[Nest] 8795{i}  - 02/13/2026, 3:21:{10 + i} AM   ERROR [IpnsService] Failed to parse IPNS "
+                    "record: Error: Unsupported wire type 4" for i in range(5))
+    b = SessionBuilder()
+    b.user("any ideas why the uploads are failing?")
+    b.bash("tail -20 api.log", log)
+    b.bash("tail -20 api.log", "[stderr] " + log.splitlines()[0].replace("3:21:10", "3:25:00"))
+    errors = extract_ledger(b.messages).errors
+    assert [e.text for e in errors] == [log.splitlines()[0]]
+
+
+def test_codex_shell_command_calls_are_commands():
+    """Codex Desktop runs its shell through a `shell_command` tool (codex-desktop fixture)."""
+    from pathlib import Path
+
+    from worker.facts.ledger import extract_ledger
+    from worker.formats import load
+
+    fixture = Path(__file__).resolve().parent.parent / "fixtures" / (
+        "codex-desktop-sessionbridge_019d7e8e-fef6-7481-9a1b-d8d36a852ac4.jsonl")
+    commands = [c.command for c in extract_ledger(load(fixture).messages).commands]
+    assert "pnpm test" in commands and "pnpm check-types" in commands

@@ -20,6 +20,7 @@ from worker.facts.workstate import derive_work_state
 from worker.formats import load
 from worker.pipeline.checkpoint import (
     EDIT_SNIPPET_MAX_CHARS,
+    FIRST_PER_RANK,
     fit_sections,
     ledger_sections,
     progress_section,
@@ -77,8 +78,20 @@ def test_kept_in_rank_order_and_nothing_dropped_silently(pi, limit):
 def test_the_budget_goes_to_errors_before_files(pi):
     session, ledger, sections = pi
     _, text, _ = fit_sections(sections, "en", 1500, count, session.id)
-    assert all(f"`{e.text}`" in text for e in ledger.unresolved_errors()[:5])
+    assert all(f"`{e.text}`" in text for e in ledger.unresolved_errors()[:FIRST_PER_RANK])
     assert "`packages/coding-agent/src/tui/custom-editor.ts` — read" not in text
+
+
+def test_a_flood_of_one_kind_does_not_starve_the_rules(pi):
+    """pi has 19 unresolved errors: the first few of them, then the user's first rules, before
+    the rest of the errors."""
+    session, ledger, sections = pi
+    _, text, _ = fit_sections(sections, "en", 1500, count, session.id)
+    rules = [u for u in ledger.user_instructions if RULE_LINE_RE.search(u.text)]
+    assert len(ledger.unresolved_errors()) > 2 * FIRST_PER_RANK and rules
+    assert f"`{ledger.unresolved_errors()[-1].text}`" not in text
+    constraints = text[text.index("## Constraints"):text.index("## Progress")]
+    assert f"- {rules[0].message_id}" in constraints
 
 
 def test_edit_snippets_are_short():

@@ -56,7 +56,7 @@ EDIT_TOOLS = {"edit", "multiedit", "edit_file", "str_replace", "insert", "replac
               "replace_in_file", "search_replace"}
 EDITOR_TOOLS = {"str_replace_editor", "str_replace_based_edit_tool", "text_editor"}  # `command` arg
 PATCH_TOOLS = {"apply_patch", "patch", "applypatch"}
-SHELL_TOOLS = {"bash", "shell", "execute", "execute_command", "run_command", "exec_command", "terminal",
+SHELL_TOOLS = {"bash", "shell", "shell_command", "execute", "execute_command", "run_command", "exec_command", "terminal",
                "local_shell", "run_terminal_cmd", "run_shell_command", "container.exec", "cmd"}
 PATH_KEYS = ("file_path", "path", "filename", "file", "target_file", "notebook_path", "filepath")
 # str_replace_editor `command` values that change a file vs only show it.

@@ -88,6 +88,15 @@ class FileFact:
         return 1 if self.last_action == "deleted" else 0
 
 
+# What differs between repeats of one log line: a `[stderr]` prefix, timestamps, a logger's pid.
+LOG_STREAM_RE = re.compile(r"^\[(?:stderr|stdout)\]\s*")
+LOG_STAMP_RE = re.compile(
+    r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"
+    r"|\b\d{1,2}/\d{1,2}/\d{2,4},?\s+\d{1,2}:\d{2}(?::\d{2})?(?:\s?[AP]M)?"
+    r"|\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b"
+    r"|(?<=\[Nest\] )\d+")
+
+
 @dataclass
 class ErrorFact:
     text: str  # the exact line
@@ -104,8 +113,10 @@ class ErrorFact:
 
     @property
     def key(self) -> str:
-        # "Exit code 1" from two different commands are two different failures.
-        return f"{self.text}\x00{self.sources[-1] if self.sources else ''}" if self.exit_only else self.text
+        # "Exit code 1" from two different commands are two different failures; a log line that
+        # repeats with a new timestamp or pid is one failure seen again (the first text is kept).
+        return f"{self.text}\x00{self.sources[-1] if self.sources else ''}" if self.exit_only else (
+            LOG_STAMP_RE.sub("#", LOG_STREAM_RE.sub("", self.text)))
 
 
 @dataclass

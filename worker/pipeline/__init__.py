@@ -45,7 +45,7 @@ from .tail import TAIL_TURNS, TailSelection, preserve_recent_budget, select_tail
 from .verify import done_evidence, verify_narrative
 
 MIN_FREE_SHARE = 0.10  # a compaction that frees less than this share of usable would loop
-SUMMARY_MAX_TOKENS = 4_000  # the summary's own bound, whatever the window: keeps it from growing
+SUMMARY_MAX_TOKENS = 8_000  # the summary's own bound, whatever the window: keeps it from growing
 SUMMARY_SHARE = 0.35  # ... and at most this share of usable, so the tail and new turns fit
 
 

@@ -84,8 +84,6 @@ FACT_LABELS = {
         "agent_summary": "智能体自己对较早轮次的摘要（{id}），原样保留：",
     },
 }
-RENDER_MAX_COMMANDS = 10  # Critical Context shows the newest runs only
-RENDER_MAX_RESOLVED = 5  # resolved errors are context, not work: a few are enough
 SHRINK_STEPS = (40, 24, 16, 10, 6, 3, 1)  # last resort when the ranked fit misses its budget
 MORE_NOT_SHOWN = "… {n} more not shown (search the history for them)"  # what a shrink dropped
 # Importance ranks, most important first: the budget is filled in this order (issue 12).
@@ -96,6 +94,9 @@ RANK_CHANGED = 3  # files changed, commits, the current branch, the user's other
 RANK_LAST_RUN = 4  # the last failing and the last passing command, the latest test tally
 RANK_DONE = 5  # finished work, resolved errors
 RANK_DETAIL = 6  # reads, older runs and tallies, edit snippets, the branch list
+# The first few items of every rank go in before the rest of any rank: a flood of one kind (a log
+# error repeated forty times, a long list of reads) must not starve the user's rules or the files.
+FIRST_PER_RANK = 4
 FIT_ROUNDS = 4  # re-fits when the token estimate of the kept items was short
 FIT_MARGIN = 0.95  # fill only this share of the room the estimate sees: markers and rounding
 EDIT_SNIPPET_MAX_CHARS = 260  # one line each side (as the ledger cuts them); older ledgers may hold longer
@@ -207,11 +208,9 @@ def ledger_sections(ledger: Ledger, lang: str = "en") -> dict[str, Section]:
         critical.append(Bullet(f"{t['unresolved']}:", subs=subs, rank=RANK_OPEN_ERROR, group=True))
     if resolved:
         subs = []
-        for e in resolved[:RENDER_MAX_RESOLVED]:
+        for e in resolved:
             by = f" {code(one_line(e.resolved_by_command))}" if e.resolved_by_command else ""
             subs.append(f"{code(e.text)} — {t['resolved_by']}{by} ({e.resolved_by})")
-        if len(resolved) > RENDER_MAX_RESOLVED:
-            subs.append(f"({t['more'].format(n=len(resolved) - RENDER_MAX_RESOLVED)})")
         critical.append(Bullet(f"{t['resolved']}:", subs=subs, rank=RANK_DONE, group=True))
     if ledger.tallies:
         n = len(ledger.tallies)
@@ -229,8 +228,8 @@ def ledger_sections(ledger: Ledger, lang: str = "en") -> dict[str, Section]:
         names[-1] += f" ({t['current']})"
         critical.append(Bullet(f"{t['branches']}: {', '.join(names)}", rank=RANK_CHANGED))
     if ledger.commands:
-        shown = ledger.commands[-RENDER_MAX_COMMANDS:]
-        more = [f"({t['more'].format(n=len(ledger.commands) - len(shown))})"] if len(ledger.commands) > len(shown) else []
+        shown = ledger.commands
+        more: list[str] = []
         last = [id(c) for st in ("failed", "ok") for c in [next((c for c in reversed(shown) if c.status == st), None)] if c]
         critical.append(Bullet(f"{t['commands']}:", subs=more + [
             f"{command_result(c, t['exit'], t['failed'])} ({', '.join(c.message_ids[-2:])})" for c in shown],
@@ -294,7 +293,7 @@ def fit_sections(sections: dict[str, Section], lang: str, limit: int, count: Cal
     for _ in range(FIT_ROUNDS):
         kept: set[tuple[int, ...]] = set()
         left = room
-        for u in sorted(units, key=lambda u: u.order):
+        for u in sorted(units, key=_fill_order):
             if u.needs is not None and u.needs not in kept:
                 continue  # an edit snippet without its file
             if cost[u.key] <= left:
@@ -323,6 +322,11 @@ class _Unit:
     lines: list[str]
     order: tuple[int, int, int]  # (rank, position in its list, section): fill order
     needs: tuple[int, ...] | None = None  # the bullet a sub belongs to, unless a group heading
+
+
+def _fill_order(u: _Unit) -> tuple[int, int, int, int]:
+    rank, pos, section = u.order
+    return (pos >= FIRST_PER_RANK, rank, pos, section)
 
 
 def _units(sections: dict[str, Section]) -> list[_Unit]:
