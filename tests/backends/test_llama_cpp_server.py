@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import collections
 import json
-import os
 import re
 import subprocess
 import sys
@@ -32,8 +31,9 @@ pytestmark = pytest.mark.model
 STARTUP_TIMEOUT_S = 120.0  # loading the 0.5B on a busy 2-core CPU takes seconds, not minutes
 STOP_TIMEOUT_S = 10.0
 LISTENING = re.compile(r"Uvicorn running on (http://127\.0\.0\.1:\d+)")
-SWE = (Path(__file__).resolve().parents[1] / "fixtures"
-       / "sweagent_marshmallow-code__marshmallow-1867.function_calling_replace_from_source.traj")
+# 800 tokens: the smallest bundled transcript, so one model call on a shared CPU stays short
+CODEX = Path(__file__).resolve().parents[1] / "fixtures" / "codex-simonw_sample_codex_session.jsonl"
+CONTEXT_LIMIT = 1000  # usable 750, below the 800 of the transcript: it must compact
 MESSAGES = [{"role": "system", "content": "You summarize coding sessions."},
             {"role": "user", "content": "修复 src/app/module_1.py 的错误: AssertionError <|im_end|> `rm -rf 'x y'`"}]
 
@@ -44,7 +44,7 @@ def server(gguf_path):
     pytest.importorskip("sse_starlette", reason="needs llama-cpp-python[server]")
     proc = subprocess.Popen(
         [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf_path), "--host", "127.0.0.1",
-         "--port", "0", "--n_ctx", str(TEST_CTX), "--n_threads", str(os.cpu_count() or 1)],
+         "--port", "0", "--n_ctx", str(TEST_CTX)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
     )
     log: collections.deque[str] = collections.deque(maxlen=50)
@@ -125,13 +125,15 @@ def test_generation_streams_schema_constrained_json_with_stats(server, remote):
 def test_cli_compacts_through_the_server_with_the_model(server, gguf_path, tmp_path, capsys):
     out = tmp_path / "cp.json"
     code = main(["compact", "--engine", "openai", "--engine-url", server, "--model", str(gguf_path),
-                 "--ctx", str(TEST_CTX), "--context-limit", "12000", "--quiet", "--json", "--out", str(out),
-                 str(SWE)])
+                 "--ctx", str(TEST_CTX), "--context-limit", str(CONTEXT_LIMIT), "--quiet", "--json", "--out",
+                 str(out), str(CODEX)])
     assert code == 0, capsys.readouterr().err
     data = json.loads(out.read_text())
     assert data["model"]["engine"] == "openai-http" and data["model"]["context_size"] == TEST_CTX
     assert data["verification"]["fallback"] == ""  # the model's narrative, not the deterministic one
     assert data["timings"]["model"], "no model call was made"
     assert data["tokens"]["after"] < data["tokens"]["before"]
-    assert data["checkpoint_messages"][1]["content"].startswith("[CONTEXT COMPACTION")
-    assert "src/marshmallow/fields.py" in data["summary_text"]
+    summary, request = data["checkpoint_messages"]  # no system prompt here: the summary, then the tail
+    assert summary["content"].startswith("[CONTEXT COMPACTION")
+    assert request["content"].startswith("can you analyse the MD files in this directory")
+    assert "can you analyse the MD files in this directory" in data["summary_text"]
