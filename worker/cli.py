@@ -52,6 +52,10 @@ def _progress(description: str, enabled: bool = True):
 def _load_backend(args: argparse.Namespace, **options: Any):
     from backends import load_backend
 
+    if getattr(args, "engine", None) == "openai":
+        from backends.openai_http import connect
+
+        return connect(args.engine_url, model=args.model, n_ctx=args.ctx)
     if getattr(args, "threads", None):
         options["n_threads"] = args.threads
     if getattr(args, "ctx", None):
@@ -439,7 +443,8 @@ def add_service_commands(sub: Any, defaults: Settings) -> None:
 
 def _model_args(p: argparse.ArgumentParser, defaults: Settings) -> None:
     add_setting(p, defaults, "model")
-    add_setting(p, defaults, "engine", choices=("auto", "llama", "mlx"))
+    add_setting(p, defaults, "engine")
+    add_setting(p, defaults, "engine_url")
     add_setting(p, defaults, "threads")
     add_setting(p, defaults, "ctx")
     add_setting(p, defaults, "tokenizer")

@@ -69,18 +69,23 @@ def test_unreachable_engine_is_a_clear_backend_error():
 
 
 def test_an_engine_without_tokenize_is_refused():
+    """mlx_lm.server's shape: chat completions and models, no tokenizer endpoint at all."""
     def handler(request: httpx.Request) -> httpx.Response:
         return httpx.Response(404, json={"detail": "Not Found"})
 
     remote = OpenAIHttpBackend("http://engine.invalid", transport=httpx.MockTransport(handler))
-    with pytest.raises(BackendError, match="no /tokenize endpoint"):
+    with pytest.raises(BackendError) as err:
         remote.count("x")
+    assert "offers no tokenizer compactd knows" in str(err.value)
+    assert "tried /tokenize (404), /extras/tokenize (404)" in str(err.value)
 
 
 def test_wall_clock_stats_when_the_engine_reports_only_usage():
     """vLLM and mlx_lm.server send `usage`, no llama.cpp `timings`."""
     def handler(request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content)
+        if request.url.path == "/tokenize":  # the probe: a llama-server-shaped tokenizer
+            return httpx.Response(200, json={"tokens": [ord(c) for c in body["content"]]})
         assert body["stream"] is True and body["response_format"]["type"] == "json_schema"
         events = [{"choices": [{"delta": {"content": w}, "finish_reason": None}]} for w in ("{", '"a"', "}")]
         events.append({"choices": [{"delta": {}, "finish_reason": "length"}]})

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from backends.base import Backend, BackendError
+from backends.base import Backend
 
 from ..config import Settings
 from ..service.metrics import HTTP_REQUEST_SECONDS, Metrics
@@ -37,12 +37,9 @@ def backend_factory(settings: Settings) -> Callable[[], Backend]:
 
     def load() -> Backend:
         if settings.engine == "openai":
-            from backends.openai_http import OpenAIHttpBackend
+            from backends.openai_http import connect
 
-            url = settings.engine_url or settings.model
-            if not url:
-                raise BackendError("--engine openai needs --engine-url (the engine's base URL)")
-            return OpenAIHttpBackend(url)
+            return connect(settings.engine_url, model=settings.model, n_ctx=settings.ctx)
         from backends import load_backend
 
         options: dict[str, Any] = {}
