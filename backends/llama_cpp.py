@@ -9,11 +9,13 @@ prompt the engine evaluates is exactly the one counted.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import time
 from collections import OrderedDict
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +34,8 @@ DEFAULT_N_BATCH = 512
 OFFLOAD_ALL_LAYERS = -1
 # Saved KV states of summarizer prompts, per cache key (a session): successive updates of one
 # session share instructions + previous summary + the conversation so far, so only the new
-# messages are evaluated. A few entries: each holds the KV of a whole prompt (tens of MB).
+# messages are evaluated. A few entries: each holds the KV of one bounded summarizer prompt
+# (about 28 KB a token with the 1.5B, so ~130 MB at 4.8k tokens).
 PREFIX_CACHE_ENTRIES = 3
 
 
@@ -65,6 +68,42 @@ def _engine_version() -> str:
         return version("llama-cpp-python")
     except PackageNotFoundError:
         return "not installed"
+
+
+@dataclass
+class KvState:
+    """The context's KV state and evaluated ids, without llama-cpp-python's logits matrix:
+    `Llama.save_state` copies `scores` (n_batch x n_vocab floats: 311 MB with Qwen's 152k
+    vocabulary) into every saved state, and `load_state` writes it back, although sampling reads
+    the logits inside llama.cpp (with logits_all off, `scores` is never read)."""
+
+    input_ids: Any
+    n_tokens: int
+    data: Any  # ctypes buffer from llama_state_get_data
+    size: int
+    seed: int
+
+
+def _save_kv(llm: Any) -> KvState:
+    import llama_cpp
+
+    capacity = llama_cpp.llama_state_get_size(llm.ctx)
+    buf = (ctypes.c_uint8 * int(capacity))()
+    size = int(llama_cpp.llama_state_get_data(llm.ctx, buf, capacity))
+    if size > capacity:
+        raise BackendError("llama.cpp returned more state than it announced")
+    return KvState(llm.input_ids.copy(), llm.n_tokens, buf, size, llm._seed)
+
+
+def _load_kv(llm: Any, state: KvState) -> None:
+    import llama_cpp
+
+    llm.input_ids = state.input_ids.copy()
+    llm.n_tokens = state.n_tokens
+    llm._requires_eval = True
+    llm._seed = state.seed
+    if llama_cpp.llama_state_set_data(llm.ctx, state.data, state.size) != state.size:
+        raise BackendError("llama.cpp could not restore a saved KV state")
 
 
 class LlamaCppBackend(LocalTokenizerMixin):
@@ -194,9 +233,9 @@ class LlamaCppBackend(LocalTokenizerMixin):
         repeat_penalty: float,
     ) -> Iterator[str | GenerationStats]:
         lc = self._llama_cpp
-        saved = llm.save_state() if isolated and llm.n_tokens > 0 else None
+        saved = _save_kv(llm) if isolated and llm.n_tokens > 0 else None
         if cache_key is not None and cache_key in self._prefix_states:
-            llm.load_state(self._prefix_states[cache_key])
+            _load_kv(llm, self._prefix_states[cache_key])
             self._prefix_states.move_to_end(cache_key)
         grammar = None
         if json_schema is not None:
@@ -239,13 +278,13 @@ class LlamaCppBackend(LocalTokenizerMixin):
                 finish_reason=finish or "stop",
             )
             if cache_key is not None:
-                self._prefix_states[cache_key] = llm.save_state()
+                self._prefix_states[cache_key] = _save_kv(llm)
                 self._prefix_states.move_to_end(cache_key)
                 while len(self._prefix_states) > PREFIX_CACHE_ENTRIES:
                     self._prefix_states.popitem(last=False)
         finally:
             if saved is not None:
-                llm.load_state(saved)
+                _load_kv(llm, saved)
 
     def engine_state(self) -> tuple[int, list[int]]:
         """(n_tokens, evaluated token ids) of the loaded context: what a prefix cache reuses."""

@@ -101,6 +101,18 @@ def test_isolated_request_restores_engine_state(llama_backend):
     assert st.cached_prompt_tokens >= st.prompt_tokens - 1
 
 
+def test_prefix_cache_restores_kv_without_the_logits_matrix(llama_backend):
+    first = [{"role": "user", "content": "List three colours."}]
+    longer = first + [{"role": "assistant", "content": "red, green, blue"}, {"role": "user", "content": "One more."}]
+    plain, _ = collect(llama_backend.generate(longer, max_tokens=8))
+    collect(llama_backend.generate(first, max_tokens=4, cache_key="prefix-test"))
+    state = llama_backend._prefix_states["prefix-test"]
+    assert not hasattr(state, "scores")  # the KV state only: no copy of n_batch x n_vocab logits
+    cached, st = collect(llama_backend.generate(longer, max_tokens=8, cache_key="prefix-test"))
+    assert st.cached_prompt_tokens > 0
+    assert cached == plain  # the restored state gives the same greedy answer
+
+
 def test_info_describes_model(llama_backend):
     info = llama_backend.info()
     assert info.engine == "llama.cpp"

@@ -1,7 +1,8 @@
-"""Summarizer logic: chunk folding never cuts a message, junk output falls back.
+"""Summarizer logic: a bounded input (one call, the user first, gaps marked), junk falls back.
 
 A scripted backend stands in for the model here only to drive the control flow (what happens
-on an echo or on a repeated line); the real model runs in test_pipeline_model.py."""
+on an echo or on a repeated line, what prompt it receives); where the bound is asserted, tokens
+are counted with the real model's tokenizer. The real model runs in test_pipeline_model.py."""
 
 from __future__ import annotations
 
@@ -10,22 +11,58 @@ import json
 from backends.base import GenerationStats
 from tests.helpers import SessionBuilder
 from worker.pipeline import CompactionConfig, compact
-from worker.pipeline.summarize import _junk, chunk_blocks, narrative_lines, summarize_narrative
+from worker.pipeline.summarize import (
+    GAP_MARK,
+    PROMPT_MAX_TOKENS,
+    _junk,
+    narrative_lines,
+    select_narrative,
+    summarize_narrative,
+)
 
 
 def words(text: str) -> int:
     return len(text.split())
 
 
-def test_chunks_keep_every_line_in_order_within_budget():
-    blocks = [f"[user] message {i} " + "word " * (i * 7) for i in range(12)]
-    blocks.append("\n".join(f"line {k} " + "x " * 9 for k in range(40)))  # bigger than the budget
-    chunks = chunk_blocks(blocks, budget=60, count=words)
-    assert len(chunks) > 1
-    for chunk in chunks:
-        assert sum(words(b) + 1 for b in chunk) <= 60 or len(chunk) == 1
-    joined_lines = [ln for chunk in chunks for piece in chunk for ln in piece.splitlines()]
-    assert joined_lines == [ln for b in blocks for ln in b.splitlines()]
+def test_selection_puts_users_first_then_newest_assistant_text_and_marks_gaps():
+    b = SessionBuilder().user("Port the parser to Rust.")
+    for k in range(30):
+        b.assistant(f"Step {k}: reading module {k} " + "detail " * 40)
+        b.tool("bash", {"command": f"cargo build -p m{k}"}, f"compiled m{k}\n" + "warning\n" * 50)
+    b.user("Keep the public API unchanged.")
+    b.assistant("Now wiring the last module.")
+    messages = b.build().messages
+    text, left_out = select_narrative(messages, 400, words)
+    assert words(text) <= 400
+    lines = text.splitlines()
+    # Both user messages, verbatim, in order; the newest assistant text; old steps left out.
+    assert lines[0] == "[user] Port the parser to Rust."
+    assert "[user] Keep the public API unchanged." in lines
+    assert lines[-1] == "[assistant] Now wiring the last module."
+    assert "Step 29: reading module 29" in text and "Step 0: reading" not in text
+    assert left_out > 0
+    first_gap = GAP_MARK.split("{n}")[0]
+    assert text.split("\n\n")[1].startswith(first_gap)  # the skipped middle is said, never silent
+    # Shown items keep their order in the history.
+    assert text.index("Step 28") < text.index("Step 29") < text.index("Keep the public API")
+
+
+def test_selection_shows_everything_when_it_fits():
+    b = SessionBuilder().user("fix it").assistant("on it")
+    b.tool("bash", {"command": "pytest -x"}, "1 passed")
+    messages = b.build().messages
+    text, left_out = select_narrative(messages, 10_000, words)
+    assert left_out == 0
+    assert text.split("\n\n") == narrative_lines(messages)
+
+
+def test_long_user_message_is_cut_in_the_middle_with_a_marker():
+    pasted = "Implement the spec below.\n" + "spec line\n" * 2000 + "Do not touch the CLI."
+    messages = SessionBuilder().user(pasted).build().messages
+    text, _ = select_narrative(messages, 3000, words)
+    assert text.startswith("[user] Implement the spec below.")
+    assert text.endswith("Do not touch the CLI.") and "chars cut" in text
 
 
 def test_narrative_shows_calls_with_arguments_and_one_line_per_result():
@@ -133,10 +170,57 @@ def test_update_sends_previous_summary_and_only_new_messages():
     assert "Then update the docs." in conversation  # the previous tail is summarized now
 
 
-def test_summarize_reports_chunks():
+def test_summarize_makes_one_call_whatever_the_history():
     backend = ScriptedBackend([json.dumps({"goal": "a", "key_decisions": [], "next_steps": []})] * 20)
     session = big_session()
+    for k in range(200):
+        session.messages.append(session.messages[3].model_copy(update={"id": f"more-{k}"}))
     result = summarize_narrative(backend, session.messages, facts="", previous=None, lang="en", window=1400,
                                  max_new_tokens=100)
-    assert result.chunks == len(backend.prompts) >= 1
-    assert result.narrative.goal == "a"
+    assert len(backend.prompts) == 1
+    assert backend.count_messages(backend.prompts[0]) <= 1400 - 100
+    assert result.left_out > 0 and result.narrative.goal == "a"
+
+
+class RecordingBackend(ScriptedBackend):
+    """The scripted answers, counted with the real model's tokenizer (no weights loaded)."""
+
+    def __init__(self, real, replies):
+        super().__init__(replies)
+        self.real = real
+
+    def tokenize(self, text):
+        return self.real.tokenize(text)
+
+    def count(self, text):
+        return self.real.count(text)
+
+    def render_messages(self, messages, add_generation_prompt=True):
+        return self.real.render_messages(messages, add_generation_prompt)
+
+    def count_messages(self, messages, add_generation_prompt=True):
+        return self.real.count_messages(messages, add_generation_prompt)
+
+
+def test_prompt_stays_within_the_bound_on_a_100k_token_session(llama_backend):
+    from worker.formats import load
+    from worker.tokens import TokenCounter
+
+    session = load("tests/fixtures/pi_large-session.jsonl")
+    counter = TokenCounter(llama_backend)
+    per_message = counter.per_message(session)
+    # The first ~100k tokens of the real pi session (its agent summaries included).
+    total, cut = 0, len(session.messages)
+    for i, n in enumerate(per_message):
+        total += n
+        if total >= 100_000:
+            cut = i + 1
+            break
+    assert total >= 100_000
+    session.messages = session.messages[:cut]
+    backend = RecordingBackend(llama_backend, [json.dumps({"goal": "g", "key_decisions": [], "next_steps": []})])
+    cp = compact(session, backend, CompactionConfig(context_limit=32_768), counter=counter).checkpoint
+    assert len(backend.prompts) == 1
+    sent = llama_backend.count_messages(backend.prompts[0])
+    assert 0.75 * PROMPT_MAX_TOKENS < sent <= PROMPT_MAX_TOKENS
+    assert cp.timings["narrative_left_out"] > 0

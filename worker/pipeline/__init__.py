@@ -232,7 +232,6 @@ def _narrate(session: Session, backend: Backend, config: CompactionConfig, previ
             previous=previous_for_model, lang=facts.lang,
             window=window, max_new_tokens=config.max_new_tokens, priority=config.priority,
             cache_key=session.id if config.prefix_cache else None,
-            progress=lambda k, n: say(f"chunk {k + 1}/{n}"),
         )
         if result.problems and not (result.narrative.goal or result.narrative.next_steps):
             fallback = "; ".join(result.problems) + ": deterministic checkpoint used"
@@ -379,7 +378,7 @@ def _record(session: Session, working: Session, previous: Checkpoint | None, hea
         timings={
             "stages_ms": {k: round(v, 1) for k, v in stage.items()},
             "model": [s.to_dict() for s in result.stats] if result else [],
-            "chunks": result.chunks if result else 0,
+            "narrative_left_out": result.left_out if result else 0,
         },
         audit={
             "dropped": [

@@ -2,10 +2,12 @@
 
 Facts and work state come from the ledger; the model only writes what needs judgement,
 under a JSON schema (constrained decoding) with bounded items, at temperature 0. Its input
-is the *narrative* of the head: user and assistant text, tool calls with their arguments,
-one line per tool result, and the ledger's facts. When that exceeds the summarizer's
-window it is folded in chunks (each chunk updates the previous result); messages are never
-cut, because the recorded failure came from a summarizer whose input had been cut.
+is a *bounded selection* of the head's narrative, so one compaction costs one model call of at
+most PROMPT_MAX_TOKENS whatever the history's length: the user's messages first (verbatim
+where short), then the assistant's text newest first, then tool calls as one-liners, then one
+line per tool result; the previous summary (ours, or the agent's own in-session summary)
+stands in for everything older, and the ledger's facts close the prompt. What is shown keeps
+its order; each gap says how many messages it skipped, so nothing is cut silently.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +23,7 @@ from backends.base import Backend, GenerationStats, collect
 from backends.engine_thread import FOREGROUND
 
 from ..session import Message, TextPart, ToolCallPart, ToolResultPart
+from .anchor import bounded
 
 GOAL_MAX_CHARS = 300
 DECISIONS_MAX = 4
@@ -27,12 +31,27 @@ NEXT_STEPS_MAX = 4
 ITEM_MAX_CHARS = 160
 # Bounded schema => bounded output; this covers the worst case with room for JSON syntax.
 MAX_NEW_TOKENS = 700
-# Tool-call argument values longer than this (file bodies being written) are shown by size:
-# the file path and the change are in the ledger, the body is not narrative.
-ARGUMENT_VALUE_MAX_CHARS = 1200
-RESULT_GIST_CHARS = 200
+# The whole summarizer prompt (template, instructions, previous summary, conversation, facts):
+# the ledger owns the facts, so this much narrative is enough for goal, decisions and next
+# steps, and one prefill of it stays near a minute with the 1.5B on a 2-core CPU at any history.
+PROMPT_MAX_TOKENS = 4096
+# The previous summary's share: ours is schema-bounded (well under this); an agent's own
+# summary can run to thousands of tokens and is cut in its middle.
+PREVIOUS_MAX_TOKENS = 900
+# The facts' share: lines kept in order (constraints and progress come first), the rest counted.
+FACTS_MAX_TOKENS = 900
+# A user message longer than this is cut in its middle (pasted logs, specs); shorter: verbatim.
+USER_VERBATIM_TOKENS = 350
+# The assistant's text per message: its plans and reasons sit at the start of a turn.
+ASSISTANT_MAX_TOKENS = 160
+# One-liners: a tool call's arguments and a tool result's first line.
+CALL_LINE_MAX_CHARS = 200
+RESULT_GIST_CHARS = 160
 # Room left in the window for the chat template and safety.
 WINDOW_MARGIN = 64
+MIN_CONVERSATION_TOKENS = 256  # below this the model would see too little to be worth a call
+GAP_MARK = "[… {n} earlier messages not shown …]"
+FACTS_CUT_MARK = "[… {n} more fact lines not shown …]"
 REPEAT_JUNK_COUNT = 3
 # A looping model fills its output with one line; a decision whose reason is also a next step
 # ("Find ready subtasks" three times in 400 characters) is redundant, not junk.
@@ -119,7 +138,7 @@ class SummarizeResult:
     model_input: str  # everything the model saw (for verification)
     raw_outputs: list[str]
     stats: list[GenerationStats]
-    chunks: int
+    left_out: int  # head messages the bounded input did not show at all
     problems: list[str]  # junk detected (echo, repetition, unparsable): the caller falls back
 
 
@@ -145,31 +164,109 @@ def _gist(part: ToolResultPart) -> str:
 
 
 def _arguments(call: ToolCallPart) -> str:
-    args = call.argument_dict()
-    shown = {
-        k: (v if not isinstance(v, str) or len(v) <= ARGUMENT_VALUE_MAX_CHARS else f"<{len(v)} chars>")
-        for k, v in args.items()
-    }
-    return json.dumps(shown, ensure_ascii=False)
+    """The call's arguments on one line: file bodies shown by size (the ledger has the change)."""
+    shown = {k: (v if not isinstance(v, str) or len(v) <= CALL_LINE_MAX_CHARS else f"<{len(v)} chars>")
+             for k, v in call.argument_dict().items()}
+    line = " ".join(json.dumps(shown, ensure_ascii=False).split())
+    return line if len(line) <= CALL_LINE_MAX_CHARS else line[: CALL_LINE_MAX_CHARS - 1] + "…"
+
+
+# Selection tiers, best first (see the module docstring).
+USER, ASSISTANT, CALL, RESULT = range(4)
+
+
+@dataclass
+class _Item:
+    message: int  # index in the head
+    part: int
+    tier: int
+    text: str
+
+
+def _items(messages: list[Message], count: Callable[[str], int]) -> list[_Item]:
+    items = []
+    for i, m in enumerate(messages):
+        if m.compacted:
+            continue
+        for j, p in enumerate(m.parts):
+            if isinstance(p, TextPart) and p.text.strip():
+                user = m.role == "user"
+                limit = USER_VERBATIM_TOKENS if user else ASSISTANT_MAX_TOKENS
+                items.append(_Item(i, j, USER if user else ASSISTANT,
+                                   f"[{m.role}] {bounded(p.text.strip(), limit, count)}"))
+            elif isinstance(p, ToolCallPart):
+                items.append(_Item(i, j, CALL, f"[tool call {p.name}] {_arguments(p)}"))
+            elif isinstance(p, ToolResultPart):
+                items.append(_Item(i, j, RESULT, f"{TOOL_RESULT_TAG} {p.name}] {_gist(p)}"))
+    return items
+
+
+def _priority(items: list[_Item]) -> list[_Item]:
+    """The user's first message (the task) first, then each tier newest first."""
+    first_user = next((it for it in items if it.tier == USER), None)
+    rest = sorted((it for it in items if it is not first_user), key=lambda it: (it.tier, -it.message, -it.part))
+    return ([first_user] if first_user else []) + rest
+
+
+def _render(chosen: list[_Item], n_messages: int) -> str:
+    """The chosen items in their order, one block per message, a marker for each gap."""
+    blocks: list[str] = []
+    by_message: dict[int, list[_Item]] = {}
+    for it in sorted(chosen, key=lambda it: (it.message, it.part)):
+        by_message.setdefault(it.message, []).append(it)
+    last = -1
+    for i, group in by_message.items():
+        if i - last > 1:
+            blocks.append(GAP_MARK.format(n=i - last - 1))
+        blocks.append("\n".join(it.text for it in group))
+        last = i
+    if chosen and n_messages - 1 - last > 0:
+        blocks.append(GAP_MARK.format(n=n_messages - 1 - last).replace("earlier", "later"))
+    return "\n\n".join(blocks)
+
+
+def select_narrative(messages: list[Message], budget: int, count: Callable[[str], int]) -> tuple[str, int]:
+    """The head's narrative within `budget` tokens: (text, messages left out entirely)."""
+    items = _items(messages, count)
+    chosen: list[_Item] = []
+    used = 0
+    for it in _priority(items):
+        cost = count(it.text) + 2  # its separator, and a share of the gap markers
+        if used + cost <= budget:
+            chosen.append(it)
+            used += cost
+    text = _render(chosen, len(messages))
+    while chosen and count(text) > budget:  # the estimate's slack ran out: drop the least wanted
+        chosen.pop()
+        text = _render(chosen, len(messages))
+    shown = {it.message for it in chosen}
+    left_out = sum(1 for i, m in enumerate(messages) if not m.compacted and i not in shown)
+    return text, left_out
 
 
 def narrative_lines(messages: list[Message]) -> list[str]:
-    """One block per message: what was said and done, without raw tool output."""
-    blocks = []
-    for m in messages:
-        if m.compacted:
-            continue
-        parts = []
-        for p in m.parts:
-            if isinstance(p, TextPart) and p.text.strip():
-                parts.append(f"[{m.role}] {p.text.strip()}")
-            elif isinstance(p, ToolCallPart):
-                parts.append(f"[tool call {p.name}] {_arguments(p)}")
-            elif isinstance(p, ToolResultPart):
-                parts.append(f"{TOOL_RESULT_TAG} {p.name}] {_gist(p)}")
-        if parts:
-            blocks.append("\n".join(parts))
-    return blocks
+    """One block per message, unbounded: what was said and done, without raw tool output
+    (benchmarks measure the narrative a summarizer would read without the bound)."""
+    blocks: dict[int, list[str]] = {}
+    for it in _items(messages, lambda t: 0):
+        blocks.setdefault(it.message, []).append(it.text)
+    return ["\n".join(b) for b in blocks.values()]
+
+
+def bounded_facts(facts: str, budget: int, count: Callable[[str], int]) -> str:
+    """The facts' first lines within `budget` tokens, and how many lines went."""
+    if count(facts) <= budget:
+        return facts
+    lines = facts.splitlines()
+    kept: list[str] = []
+    used = count(FACTS_CUT_MARK.format(n=len(lines)))
+    for line in lines:
+        n = count(line) + 1
+        if used + n > budget:
+            break
+        kept.append(line)
+        used += n
+    return "\n".join(kept + [FACTS_CUT_MARK.format(n=len(lines) - len(kept))])
 
 
 def build_prompt(
@@ -218,33 +315,6 @@ def previous_text(narrative: Narrative | None, summary_text: str | None) -> str 
     return summary_text or None
 
 
-def chunk_blocks(blocks: list[str], budget: int, count) -> list[list[str]]:
-    """Group blocks into chunks of at most `budget` tokens; a block larger than the budget is
-    split at line boundaries (kept whole, in order, across chunks)."""
-    chunks: list[list[str]] = [[]]
-    used = 0
-    for block in blocks:
-        n = count(block) + 1
-        if n > budget:
-            pieces, cur = [], []
-            for line in block.splitlines():
-                cur.append(line)
-                if count("\n".join(cur)) > budget and len(cur) > 1:
-                    pieces.append("\n".join(cur[:-1]))
-                    cur = [line]
-            pieces.append("\n".join(cur))
-        else:
-            pieces = [block]
-        for piece in pieces:
-            n = count(piece) + 1
-            if used + n > budget and chunks[-1]:
-                chunks.append([])
-                used = 0
-            chunks[-1].append(piece)
-            used += n
-    return [c for c in chunks if c]
-
-
 def _junk(text: str, prompt: list[dict[str, str]]) -> str | None:
     stripped = text.strip()
     if not stripped:
@@ -283,41 +353,26 @@ def summarize_narrative(
     max_new_tokens: int = MAX_NEW_TOKENS,
     priority: int = FOREGROUND,
     cache_key: str | None = None,
-    progress=None,
+    prompt_max_tokens: int = PROMPT_MAX_TOKENS,
 ) -> SummarizeResult:
-    blocks = narrative_lines(messages)
+    """One model call on a prompt of at most `prompt_max_tokens` (less where the window is smaller)."""
+    limit = min(prompt_max_tokens, window - max_new_tokens - WINDOW_MARGIN)
+    previous = bounded(previous, PREVIOUS_MAX_TOKENS, backend.count) if previous else previous
+    facts = bounded_facts(facts, FACTS_MAX_TOKENS, backend.count) if facts else facts
     fixed = backend.count_messages(build_prompt("", facts, previous or "", lang))
-    # The previous result is carried into the next chunk, so reserve room for it too.
-    budget = window - max_new_tokens - fixed - WINDOW_MARGIN - (max_new_tokens if len(blocks) > 1 else 0)
-    if budget < 256:
+    budget = limit - fixed
+    if budget < MIN_CONVERSATION_TOKENS:
         raise ValueError(
             f"the summarizer window ({window} tokens) is too small for its instructions and facts ({fixed} tokens)"
         )
-    chunks = chunk_blocks(blocks, budget, backend.count) or [[]]
-    raw: list[str] = []
-    stats: list[GenerationStats] = []
-    problems: list[str] = []
-    inputs: list[str] = []
-    current: str | None = previous
-    narrative = Narrative()
-    for k, chunk in enumerate(chunks):
-        if progress:
-            progress(k, len(chunks))
-        prompt = build_prompt("\n\n".join(chunk), facts, current, lang)
-        inputs.append(prompt[1]["content"])
-        schema = NARRATIVE_SCHEMA if backend.supports_json_schema else None
-        text, st = collect(
-            backend.generate(prompt, max_tokens=max_new_tokens, temperature=0.0, json_schema=schema,
-                             priority=priority, isolated=True,
-                             cache_key=f"{cache_key}:{k}" if cache_key else None)
-        )
-        raw.append(text)
-        stats.append(st)
-        problem = _junk(text, prompt)
-        parsed = parse_narrative(text) if problem is None else None
-        if parsed is None:
-            problems.append(f"chunk {k + 1}/{len(chunks)}: {problem or 'unparsable JSON (output cut at the token limit?)'}")
-            continue
-        narrative = parsed
-        current = previous_text(parsed, None)
-    return SummarizeResult(narrative, "\n\n".join(inputs), raw, stats, len(chunks), problems)
+    conversation, left_out = select_narrative(messages, budget, backend.count)
+    prompt = build_prompt(conversation, facts, previous, lang)
+    schema = NARRATIVE_SCHEMA if backend.supports_json_schema else None
+    text, st = collect(
+        backend.generate(prompt, max_tokens=max_new_tokens, temperature=0.0, json_schema=schema,
+                         priority=priority, isolated=True, cache_key=cache_key)
+    )
+    problem = _junk(text, prompt)
+    parsed = parse_narrative(text) if problem is None else None
+    problems = [] if parsed is not None else [problem or "unparsable JSON (output cut at the token limit?)"]
+    return SummarizeResult(parsed or Narrative(), prompt[1]["content"], [text], [st], left_out, problems)
