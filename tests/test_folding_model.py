@@ -1,26 +1,26 @@
 """Multi-chunk folding with the real model: when the head of a session does not fit the
 summarizer's window, it is summarized chunk by chunk, each chunk's narrative carried into the
-next prompt as the previous summary. Here a small `summarizer_window` makes the SWE-agent
-transcript's head take more than one chunk (bundled 0.5B, llama.cpp)."""
+next prompt as the previous summary. Here a small `summarizer_window` makes a coding session's
+head (about 1.4k prompt tokens in one piece) take two chunks (bundled 0.5B, llama.cpp)."""
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from worker.formats import load
+from tests.test_server_fakes import work_session
 from worker.pipeline import CompactionConfig, compact
 from worker.summarize import MAX_NEW_TOKENS, narrative_lines, parse_narrative, previous_text
 
 pytestmark = pytest.mark.model
 
-TRAJ = (Path(__file__).resolve().parent / "fixtures"
-        / "sweagent_marshmallow-code__marshmallow-1867.function_calling_replace_from_source.traj")
-CONTEXT_LIMIT = 6000  # usable 4500: the ~8.9k-token transcript overflows it
-WINDOW = 4096  # instructions + facts + two outputs leave room for about a third of the head per chunk
+CONTEXT_LIMIT = 6000  # usable 4500: the session (~30k tokens) overflows it
+TURNS, OUTPUT_WORDS = 5, 500
+# Instructions + facts (~775 tokens) + two outputs (2 x 700) + margin leave ~360 tokens of
+# conversation per chunk: the head's narrative needs more than one.
+WINDOW = 2600
 CONVERSATION = re.compile(r"<conversation>\n(.*?)\n</conversation>", re.DOTALL)
 PREVIOUS = re.compile(r"<previous-summary>\n(.*?)\n</previous-summary>", re.DOTALL)
 
@@ -41,7 +41,7 @@ class Recording:
 
 
 def test_a_head_larger_than_the_window_is_folded_chunk_by_chunk(llama_backend, reference):
-    session = load(TRAJ)
+    session = work_session(turns=TURNS, words=OUTPUT_WORDS)
     backend = Recording(llama_backend)
     result = compact(session, backend, CompactionConfig(context_limit=CONTEXT_LIMIT, summarizer_window=WINDOW))
     s = result.summarize

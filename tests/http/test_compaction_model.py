@@ -1,30 +1,28 @@
 """A synchronous compaction over real HTTP with the real model: the app on uvicorn (127.0.0.1,
 port 0), the bundled 0.5B through the `llama_backend` fixture, the SQLite file store. The
-SWE-agent transcript is appended, POST /compact runs the model in the foreground (no rolling
-summary), and GET /checkpoint returns what the agent takes. Its count is checked against an
+coding session is appended, POST /compact runs the model in the foreground (no rolling
+summary), and GET /checkpoint returns what the agent takes. The session overflows through its
+tool outputs while its head's narrative stays about 1.4k prompt tokens, so one summary fits a
+busy 2-core CPU. Its count is checked against an
 independent reference (transformers' rendering, llama.cpp's tokens)."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.test_server_fakes import ServerThread, wait_until
+from tests.test_server_fakes import ServerThread, wait_until, work_session
 from worker.config import Settings
-from worker.formats import load
 from worker.formats.export import to_openai
 from worker.http.app import create_app
 from worker.service.store import Store
 
 pytestmark = pytest.mark.model
 
-ROOT = Path(__file__).resolve().parents[2]
-TRAJ = ROOT / "tests/fixtures/sweagent_marshmallow-code__marshmallow-1867.function_calling_replace_from_source.traj"
-CONTEXT_LIMIT = 6000  # usable 4500: the ~8.9k-token transcript overflows it
+CONTEXT_LIMIT = 6000  # usable 4500: the session below (~30k tokens) overflows it
+TURNS, OUTPUT_WORDS = 5, 500
 MODEL_WAIT_S = 900  # a generous bound for one summary on a busy 2-core CPU
 
 
@@ -55,14 +53,14 @@ def test_synchronous_compaction_over_http_with_the_model(llama_backend, referenc
     try:
         with ServerThread(app, settings) as srv, httpx.Client(base_url=srv.url, timeout=MODEL_WAIT_S) as client:
             assert wait_until(lambda: client.get("/health").status_code == 200, timeout=60)
-            doc = json.loads(TRAJ.read_text())
-            r = client.post("/v1/sessions/swe/messages", json=doc)
+            session = work_session(turns=TURNS, words=OUTPUT_WORDS, sid="swe")
+            original = to_openai(session)
+            r = client.post("/v1/sessions/swe/messages", json=original)
             assert r.status_code == 200, r.text
-            session = load(TRAJ)
             status = r.json()["tokens"]
             assert r.json()["added"] == len(session.messages)
             assert status["overflow"] and status["usable"] == CONTEXT_LIMIT * 3 // 4
-            assert status["tokens"] == reference.chat_tokens(to_openai(session))
+            assert status["tokens"] == reference.chat_tokens(original)
             assert backend.generations == 0  # rolling is off: nothing ran in the background
 
             r = client.post("/v1/sessions/swe/compact")  # waits for the result
@@ -78,7 +76,6 @@ def test_synchronous_compaction_over_http_with_the_model(llama_backend, referenc
             messages = cp["messages"]
             assert messages[0]["role"] == "system" and cp["summary_text"] in [m["content"] for m in messages]
             # The tail is the end of the transcript, verbatim.
-            original = to_openai(session)
             tail = [m for m in messages if m["content"] != cp["summary_text"]][1:]
             assert tail and tail == original[len(original) - len(tail):]
             # The checkpoint's count is what transformers + llama.cpp count for it.
