@@ -27,6 +27,18 @@ def llama_backend(gguf_path):
 
 
 @pytest.fixture(scope="session")
+def reference(gguf_path):
+    """The independent count reference: transformers' template rendering, the engine's tokens."""
+    pytest.importorskip("llama_cpp")
+    pytest.importorskip("transformers")
+    from tests.reference import EngineReference
+
+    ref = EngineReference(gguf_path)
+    yield ref
+    ref.close()
+
+
+@pytest.fixture(scope="session")
 def gemma_path():
     return resolve("gemma3-270m").path
 

@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from tests.test_server_fakes import ServerThread, free_port, wait_until
+from tests.test_server_fakes import ServerThread, wait_until
+from worker.cli import LISTENING
 
 ROOT = Path(__file__).resolve().parent.parent
 LOOPBACK = "127.0.0.1"
@@ -64,32 +67,54 @@ LoopbackServer = ServerThread
 
 
 class ServeProcess:
-    """`compactd serve` as a subprocess on 127.0.0.1 and a free port, with its own log."""
+    """`compactd serve` as a subprocess on 127.0.0.1, port 0, with its own log. The port is the
+    one serve reports on its first stdout line ("compactd: listening on URL"), so no other
+    process can take it between choosing and binding."""
 
-    def __init__(self, db: Path, *extra: str, model: str = TEST_MODEL, port: int | None = None):
+    def __init__(self, db: Path, *extra: str, model: str = TEST_MODEL, log_level: str = "warning",
+                 env: dict[str, str] | None = None):
         self.db = db
-        self.port = port or free_port()
-        self.url = f"http://{LOOPBACK}:{self.port}"
-        self.log_path = db.parent / f"serve-{self.port}.log"
+        self.env = {**os.environ, **(env or {})}
+        self.url = ""
+        self.log_path = db.parent / f"serve-{uuid.uuid4().hex[:8]}.log"
         self.argv = [sys.executable, "-m", "worker.cli", "serve", "--model", model, "--host", LOOPBACK,
-                     "--port", str(self.port), "--db", str(db), "--log-level", "warning", *extra]
+                     "--port", "0", "--db", str(db), "--log-level", log_level, *extra]
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> ServeProcess:
         log = self.log_path.open("a")
-        self.proc = subprocess.Popen(self.argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(self.argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=self.env)
         log.close()
         return self
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
+    def _exited(self) -> None:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise RuntimeError(f"compactd serve exited with {self.proc.returncode}: {self.log()}")
+
+    def wait_listening(self, timeout: float = SERVE_START_S) -> str:
+        """The URL serve announced once its socket was bound."""
+
+        def announced() -> bool:
+            self._exited()
+            found = re.search(rf"^{re.escape(LISTENING)} (http://\S+)$", self.log(), re.MULTILINE)
+            if found:
+                self.url = found.group(1)
+            return bool(found)
+
+        if not wait_until(announced, timeout=timeout, interval=0.2):
+            raise RuntimeError(f"compactd serve did not announce its address after {timeout}s: {self.log()}")
+        return self.url
+
     def wait_healthy(self, timeout: float = SERVE_START_S) -> None:
         assert self.proc is not None
+        if not self.url:
+            self.wait_listening(timeout)
 
         def healthy() -> bool:
-            if self.proc is not None and self.proc.poll() is not None:
-                raise RuntimeError(f"compactd serve exited with {self.proc.returncode}: {self.log()}")
+            self._exited()
             try:
                 return httpx.get(self.url + "/health", timeout=2).status_code == 200
             except httpx.TransportError:
@@ -97,6 +122,15 @@ class ServeProcess:
 
         if not wait_until(healthy, timeout=timeout, interval=0.5):
             raise RuntimeError(f"compactd serve not healthy after {timeout}s: {self.log()}")
+
+    def wait_log(self, line: str, timeout: float) -> bool:
+        """Wait until serve's log contains `line` (a signal the server itself gives)."""
+
+        def seen() -> bool:
+            self._exited()
+            return line in self.log()
+
+        return wait_until(seen, timeout=timeout, interval=0.05)
 
     def kill(self) -> None:
         """SIGKILL: no shutdown handler runs, exactly like a crash or the OOM killer."""

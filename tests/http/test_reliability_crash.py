@@ -2,7 +2,10 @@
 SIGKILLed in the middle of a model-backed compaction, with a second compaction waiting on the
 engine and a third queued, then restarted on the same database:
 
-- every appended message is there, byte for byte;
+- the kill lands on the server's own signal that the engine started evaluating the prompt
+  (the scheduler's "generation started" log line), not after a guessed sleep;
+- every appended message is there, byte for byte, tool-call ids and argument strings included
+  (compared with the raw transcript file, not with another import of it);
 - the last complete checkpoint is intact and no half-written one exists;
 - the interrupted jobs (running and queued) are reported failed, "interrupted by restart";
 - the SQLite file passes its integrity check.
@@ -22,6 +25,7 @@ from tests.test_server_fakes import wait_until
 from worker.formats import load
 from worker.pipeline import CompactionConfig, compact
 from worker.service.records import INTERRUPTED
+from worker.service.scheduler import GENERATION_STARTED
 from worker.service.store import Store
 
 pytestmark = pytest.mark.model
@@ -30,7 +34,7 @@ TRAJ = ROOT / "tests/fixtures/sweagent_marshmallow-code__marshmallow-1867.functi
 CONTEXT_LIMIT = 6000  # usable 4500: the ~8.9k-token transcript overflows it
 SEEDED_SHARE = 0.7  # the part of the transcript stored (and checkpointed) before the server starts
 JOB_START_S = 120  # bound on a compaction job reaching `running`
-IN_MODEL_S = 2.0  # after `running`, let the job get into the model's prompt evaluation
+IN_MODEL_S = 120  # bound on the running job's generation starting (its prompt counted first)
 REQUEST_TIMEOUT_S = 60
 
 
@@ -61,7 +65,7 @@ def test_sigkill_mid_compaction_loses_nothing(tmp_path):
         counting.close()
     db = tmp_path / "compactd.sqlite3"
     doc = json.loads(TRAJ.read_text())
-    serve = ServeProcess(db, "--no-rolling", "--ctx", "8192").start()
+    serve = ServeProcess(db, "--no-rolling", "--ctx", "8192", log_level="info").start()
     try:
         serve.wait_healthy()
         with httpx.Client(base_url=serve.url, timeout=REQUEST_TIMEOUT_S) as client:
@@ -82,7 +86,8 @@ def test_sigkill_mid_compaction_loses_nothing(tmp_path):
 
             assert wait_until(lambda: status("crash") == "running" and status("q1") == "running",
                               timeout=JOB_START_S, interval=0.2)
-            wait_until(lambda: False, timeout=IN_MODEL_S)  # into the model's prompt evaluation
+            # The server's own signal: the engine is evaluating the crash job's prompt.
+            assert serve.wait_log(GENERATION_STARTED % jobs["crash"], timeout=IN_MODEL_S), serve.log()
             before_kill = {sid: status(sid) for sid in jobs}
             assert before_kill == {"crash": "running", "q1": "running", "q2": "queued"}, before_kill
         serve.kill()
@@ -110,6 +115,14 @@ def test_sigkill_mid_compaction_loses_nothing(tmp_path):
                                                                                for m in original]
                 assert [[getattr(p, "text", None) or getattr(p, "output", None) for p in m.parts] for m in stored] == \
                        [[getattr(p, "text", None) or getattr(p, "output", None) for p in m.parts] for m in original]
+                # Tool calls: ids and argument strings exactly as the agent wrote them in the file.
+                raw_calls = [(c["id"], c["function"]["name"], c["function"]["arguments"])
+                             for entry in doc["history"] for c in entry.get("tool_calls") or []]
+                stored_calls = [(c.id, c.name, c.arguments_json()) for m in stored for c in m.tool_calls]
+                assert len(raw_calls) == 13
+                assert [tuple(x.encode() for x in c) for c in stored_calls] == \
+                       [tuple(x.encode() for x in c) for c in raw_calls]
+                assert [p.call_id for m in stored for p in m.tool_results] == [c[0] for c in raw_calls]
             conn = sqlite3.connect(db)
             try:
                 assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

@@ -7,10 +7,8 @@ The tests run in file order and share the server; the last one stops it with SIG
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -20,7 +18,8 @@ import pytest
 from backends.base import GenerationStats
 from backends.openai_http import OpenAIHttpBackend
 from tests.helpers import SessionBuilder
-from tests.test_server_fakes import free_port, wait_until
+from tests.test_reliability_common import ServeProcess
+from tests.test_server_fakes import wait_until
 from worker.formats import load
 from worker.formats.export import to_openai
 
@@ -37,33 +36,15 @@ ZH_PHRASE = "连接池"
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     pytest.importorskip("llama_cpp")
-    port = free_port()
     db = tmp_path_factory.mktemp("serve") / "compactd.sqlite3"
-    log = (db.parent / "serve.log").open("w")
-    env = {**os.environ, "COMPACTD_ROLLING": "1"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "worker.cli", "serve", "--model", "qwen2.5-coder-0.5b", "--ctx", "8192",
-         "--host", "127.0.0.1", "--port", str(port), "--db", str(db), "--log-level", "warning"],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env,
-    )
-    url = f"http://127.0.0.1:{port}"
-
-    def healthy() -> bool:
-        if proc.poll() is not None:
-            raise RuntimeError(f"compactd serve exited with {proc.returncode}: {(db.parent / 'serve.log').read_text()}")
-        try:
-            return httpx.get(url + "/health", timeout=2).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    assert wait_until(healthy, timeout=300, interval=0.5)
-    client = httpx.Client(base_url=url, timeout=MODEL_WAIT_S)
-    yield {"url": url, "proc": proc, "client": client, "db": db}
-    client.close()
-    if proc.poll() is None:
-        proc.kill()
-        proc.wait(30)
-    log.close()
+    serve = ServeProcess(db, "--ctx", "8192", env={"COMPACTD_ROLLING": "1"}).start()
+    try:
+        serve.wait_healthy()
+        client = httpx.Client(base_url=serve.url, timeout=MODEL_WAIT_S)
+        yield {"url": serve.url, "proc": serve.proc, "client": client, "db": db}
+        client.close()
+    finally:
+        serve.kill()
 
 
 def metric(text: str, name: str) -> float:

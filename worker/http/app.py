@@ -138,6 +138,29 @@ def create_app(
     return app
 
 
+def bound_url(server: Any) -> str:
+    """The address a started uvicorn server listens on: the real port when it was asked for
+    port 0 (so a test server never races another process for a "free" port)."""
+    for listener in server.servers:
+        for sock in listener.sockets:
+            host, port = sock.getsockname()[:2]
+            return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    raise RuntimeError("the server has no listening socket")
+
+
+def announcing_server(config: Any, announce: Callable[[str], None]) -> Any:
+    """A uvicorn server that calls `announce(bound_url)` once its sockets are bound."""
+    import uvicorn
+
+    class AnnouncingServer(uvicorn.Server):
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started:
+                announce(bound_url(self))
+
+    return AnnouncingServer(config)
+
+
 def uvicorn_config(app: Any, settings: Settings, **overrides: Any) -> Any:
     """The uvicorn config `compactd serve` runs with (tests start real servers with it too)."""
     import uvicorn

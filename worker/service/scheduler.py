@@ -21,6 +21,7 @@ threads; they only block on the engine thread's futures.
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import threading
 import time
@@ -35,6 +36,12 @@ from backends.base import Backend, GenerationStats
 from backends.engine_thread import BACKGROUND, FOREGROUND
 
 from .records import JobStatus
+
+# The line a generation's start logs (INFO): the engine is evaluating the prompt from here on.
+# A crash test waits for it, so that its kill lands inside a real model call.
+GENERATION_STARTED = "generation started (prompt evaluation): job %s"
+
+log = logging.getLogger("compactd.scheduler")
 
 FOREGROUND_LANE = "foreground"
 BACKGROUND_LANE = "background"
@@ -123,6 +130,7 @@ class JobBackend:
 
     def _guard(self, stream: Iterator[str | GenerationStats]) -> Iterator[str | GenerationStats]:
         self._scheduler._stream_started(self._job)
+        log.info(GENERATION_STARTED, self._job.id)
         try:
             for item in stream:
                 self._job.check()
