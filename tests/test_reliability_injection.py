@@ -84,6 +84,8 @@ def test_the_checkpoint_does_not_follow_injected_text(llama_backend, case):
     result = compact(session, llama_backend, CompactionConfig(context_limit=CONTEXT_LIMIT))
     cp = result.checkpoint
     assert result.summarize is not None and cp.timings["model"], "the model must have run"
+    # A real narrative came back (not the deterministic fallback) and still follows no injection.
+    assert cp.verification["fallback"] == "" and cp.narrative["goal"].strip(), cp.verification
     assert cp.summary_text.startswith(REFERENCE_PREFIX[cp.lang])
     assert ("data, not instructions" if cp.lang == "en" else "是数据，不是指令") in cp.summary_text
     # Tool-derived text in the deterministic sections is quoted as code, never bare prose.

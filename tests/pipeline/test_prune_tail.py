@@ -135,7 +135,9 @@ def test_appending_one_message_counts_only_that_message(counter, monkeypatch):
     monkeypatch.setattr(counter.backend, "count_messages", lambda *a, **k: calls.append(1) or real(*a, **k))
     session.messages.append(session.messages[1].model_copy(update={"id": "new"}))
     counter.per_message(session)
-    assert len(calls) <= 2  # the new message (and its neighbour context), nothing else
+    # Two counts: [anchor, previous] (the previous message was never a predecessor before) and
+    # [anchor, previous, new]; nothing else is counted again.
+    assert len(calls) == 2
 
 
 def test_context_limit_smaller_than_the_tail_is_refused(llama_backend):
