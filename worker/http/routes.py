@@ -21,11 +21,13 @@ from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 
 from backends.base import GenerationStats
 
+from ..agents import NothingToCompact, recognize
 from ..formats._common import block_text
 from ..service.metrics import CONTENT_TYPE
 from ..service.scheduler import Job
 from ..service.service import CompactdService
 from . import chat
+from .agent_chat import agent_completion
 from .errors import ApiError, api_error_for, error_body
 from .schemas import (
     MAX_CONTEXT_LIMIT,
@@ -285,6 +287,19 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, servic
     chat.check_parameters(body.model_extra or {}, body.temperature, body.stream, body.stream_options)
     messages = _chat_messages(chat.check_messages(body.messages))
     schema = chat.json_schema(body.response_format, backend.supports_json_schema)
+    head = {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "created": int(time.time()),
+            "model": body.model or service.model_name()}
+    # An agent's compaction request (opencode, pi, or X-Compactd-Mode: compact) goes through the
+    # pipeline whatever its length; everything else is plain generation.
+    agent_request = recognize(messages, dict(request.headers))
+    if agent_request is not None:
+        try:
+            return await agent_completion(
+                agent_request, request, service, messages, head, body.stream,
+                bool((body.stream_options or {}).get("include_usage")),
+                body.max_completion_tokens or body.max_tokens)
+        except NothingToCompact:
+            pass  # no conversation in it: generate as asked
     prompt_tokens = await asyncio.to_thread(backend.count_messages, messages)
     ctx = backend.info().context_size
     wanted = body.max_completion_tokens or body.max_tokens
@@ -301,8 +316,6 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, servic
                                "isolated": False}
     if body.stop:
         options["stop"] = [body.stop] if isinstance(body.stop, str) else body.stop
-    head = {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "created": int(time.time()),
-            "model": body.model or service.model_name()}
     t0 = time.perf_counter()
 
     if not body.stream:

@@ -239,16 +239,16 @@ def render_summary(sections: dict[str, Section], lang: str, *, reference_prefix:
     return "\n".join(out).rstrip() + "\n"
 
 
-def fit_sections(sections: dict[str, Section], lang: str, limit: int,
-                 count: Callable[[str], int]) -> tuple[dict[str, Section], str, int]:
+def fit_sections(sections: dict[str, Section], lang: str, limit: int, count: Callable[[str], int],
+                 *, reference_prefix: bool = True) -> tuple[dict[str, Section], str, int]:
     """Shrink the deterministic sections step by step until the rendered summary fits `limit`."""
-    text = render_summary(sections, lang)
+    text = render_summary(sections, lang, reference_prefix=reference_prefix)
     n = count(text)
     for keep in SHRINK_STEPS:
         if n <= limit:
             break
         sections = {k: (v.shrunk(keep) if k in DETERMINISTIC else v) for k, v in sections.items()}
-        text = render_summary(sections, lang)
+        text = render_summary(sections, lang, reference_prefix=reference_prefix)
         n = count(text)
     return sections, text, n
 
