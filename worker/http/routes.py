@@ -187,8 +187,10 @@ async def compact_session(
     session_id: str, request: Request, service: Service,
     wait: bool = Query(True, description="wait for the checkpoint; false: 202 with a job to poll"),
     context_limit: int | None = Query(None, ge=MIN_CONTEXT_LIMIT, le=MAX_CONTEXT_LIMIT),
+    tail: bool = Query(True, description="false: the agent keeps its own recent turns (pi's extension): "
+                                         "every message is summarized, no verbatim tail, no reference prefix"),
 ) -> Any:
-    job, extra = await service.submit_compaction(session_id, context_limit)
+    job, extra = await service.submit_compaction(session_id, context_limit, keep_tail=tail)
     if not wait:
         return JSONResponse({"job": service.job_view(job.id), **extra}, status_code=202)
     result = await wait_for_job(request, service, job)
