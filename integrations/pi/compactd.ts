@@ -46,13 +46,16 @@ export default function (pi: ExtensionAPI) {
     try {
       const session = encodeURIComponent(`pi-${ctx.sessionManager.getSessionId()}`);
       const stamp = Date.now();
-      const records: unknown[] = [];
+      // pi's session-file entries, chained by parentId (compactd's importer follows the chain).
+      const records: { type: string; id: string; parentId: string | null; message: unknown }[] = [];
+      const add = (id: string, message: unknown) =>
+        records.push({ type: "message", id, parentId: records.length ? records[records.length - 1].id : null, message });
       // A previous summary compactd did not write (pi's own) is the anchor of what follows.
       if (prep.previousSummary && !(await ours(session, prep.previousSummary))) {
-        records.push({ type: "message", id: `c${stamp}-prev`, message: { role: "compactionSummary", summary: prep.previousSummary } });
+        add(`c${stamp}-prev`, { role: "compactionSummary", summary: prep.previousSummary });
       }
       const dropped = [...prep.messagesToSummarize, ...(prep.isSplitTurn ? prep.turnPrefixMessages : [])];
-      dropped.forEach((message, i) => records.push({ type: "message", id: `c${stamp}-${i}`, message }));
+      dropped.forEach((message, i) => add(`c${stamp}-${i}`, message));
       if (records.length === 0) return undefined;
       await call(`/v1/sessions/${session}/messages?format=pi`, { method: "POST", body: JSON.stringify(records) },
                  COMPACT_TIMEOUT_MS, event.signal);
