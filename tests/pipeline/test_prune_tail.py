@@ -127,7 +127,8 @@ def test_per_message_counts_sum_to_the_exact_total(counter, llama_backend):
     assert sys_alone - anchor + sum(per) + generation_prompt == total
 
 
-def test_appending_one_message_counts_only_that_message(counter, monkeypatch):
+def test_appending_one_message_counts_only_that_message(llama_backend, monkeypatch):
+    counter = TokenCounter(llama_backend)  # its own memo: what other tests counted does not count here
     session = long_session(turns=3, per_turn_tools=1, lines=50)
     counter.per_message(session)
     calls = []

@@ -58,7 +58,8 @@ EDITOR_TOOLS = {"str_replace_editor", "str_replace_based_edit_tool", "text_edito
 PATCH_TOOLS = {"apply_patch", "patch", "applypatch"}
 SHELL_TOOLS = {"bash", "shell", "shell_command", "execute", "execute_command", "run_command", "exec_command", "terminal",
                "local_shell", "run_terminal_cmd", "run_shell_command", "container.exec", "cmd"}
-PATH_KEYS = ("file_path", "path", "filename", "file", "target_file", "notebook_path", "filepath")
+PATH_KEYS = ("file_path", "path", "filename", "file", "target_file", "notebook_path", "filepath",
+             "filePath")  # opencode
 # str_replace_editor `command` values that change a file vs only show it.
 EDITOR_WRITE_COMMANDS = {"create"}
 EDITOR_EDIT_COMMANDS = {"str_replace", "insert", "undo_edit", "edit", "replace"}

@@ -21,11 +21,13 @@ from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 
 from backends.base import GenerationStats
 
+from ..agents import NothingToCompact, recognize
 from ..formats._common import block_text
 from ..service.metrics import CONTENT_TYPE
 from ..service.scheduler import Job
 from ..service.service import CompactdService
 from . import chat
+from .agent_chat import agent_completion
 from .errors import ApiError, api_error_for, error_body
 from .schemas import (
     MAX_CONTEXT_LIMIT,
@@ -185,8 +187,10 @@ async def compact_session(
     session_id: str, request: Request, service: Service,
     wait: bool = Query(True, description="wait for the checkpoint; false: 202 with a job to poll"),
     context_limit: int | None = Query(None, ge=MIN_CONTEXT_LIMIT, le=MAX_CONTEXT_LIMIT),
+    tail: bool = Query(True, description="false: the agent keeps its own recent turns (pi's extension): "
+                                         "every message is summarized, no verbatim tail, no reference prefix"),
 ) -> Any:
-    job, extra = await service.submit_compaction(session_id, context_limit)
+    job, extra = await service.submit_compaction(session_id, context_limit, keep_tail=tail)
     if not wait:
         return JSONResponse({"job": service.job_view(job.id), **extra}, status_code=202)
     result = await wait_for_job(request, service, job)
@@ -285,6 +289,19 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, servic
     chat.check_parameters(body.model_extra or {}, body.temperature, body.stream, body.stream_options)
     messages = _chat_messages(chat.check_messages(body.messages))
     schema = chat.json_schema(body.response_format, backend.supports_json_schema)
+    head = {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "created": int(time.time()),
+            "model": body.model or service.model_name()}
+    # An agent's compaction request (opencode, pi, or X-Compactd-Mode: compact) goes through the
+    # pipeline whatever its length; everything else is plain generation.
+    agent_request = recognize(messages, dict(request.headers))
+    if agent_request is not None:
+        try:
+            return await agent_completion(
+                agent_request, request, service, messages, head, body.stream,
+                bool((body.stream_options or {}).get("include_usage")),
+                body.max_completion_tokens or body.max_tokens)
+        except NothingToCompact:
+            pass  # no conversation in it: generate as asked
     prompt_tokens = await asyncio.to_thread(backend.count_messages, messages)
     ctx = backend.info().context_size
     wanted = body.max_completion_tokens or body.max_tokens
@@ -301,8 +318,6 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, servic
                                "isolated": False}
     if body.stop:
         options["stop"] = [body.stop] if isinstance(body.stop, str) else body.stop
-    head = {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "created": int(time.time()),
-            "model": body.model or service.model_name()}
     t0 = time.perf_counter()
 
     if not body.stream:

@@ -72,6 +72,12 @@ class CompactionConfig:
     swap: bool = False
     # Keep the summarizer's KV prefix per session between updates (engines that support it).
     prefix_cache: bool = True
+    # An agent that keeps its own recent tail and wraps the summary itself (opencode, pi) hands
+    # over only what it drops: then everything received is summarized (no verbatim tail), the
+    # summary has no reference prefix, and the agent's own trigger is its loop guard.
+    verbatim_tail: bool = True
+    reference_prefix: bool = True
+    loop_guard: bool = True
 
     def budget(self) -> Budget:
         return make_budget(self.context_limit, self.max_output_tokens, self.reserved)
@@ -83,6 +89,8 @@ class CompactionResult:
     pruned_session: Session
     summarize: SummarizeResult | None
     stage_ms: dict[str, float] = field(default_factory=dict)
+    # The summary's sections as typed values (after the fit), for renderers of other templates.
+    sections: dict[str, Section] = field(default_factory=dict)
 
 
 def _head_start(session: Session, previous: Checkpoint | None) -> int:
@@ -156,7 +164,10 @@ def _count_before(session: Session, previous: Checkpoint | None, head_start: int
 def _split(working: Session, head_start: int, counter: TokenCounter, budget: Budget, config: CompactionConfig) -> _Split:
     per_message = counter.per_message(working)
     tail_budget = preserve_recent_budget(budget.usable)
-    tail = select_tail(working, per_message, tail_budget, config.tail_turns, head_start=head_start)
+    if config.verbatim_tail:
+        tail = select_tail(working, per_message, tail_budget, config.tail_turns, head_start=head_start)
+    else:
+        tail = TailSelection(len(working.messages), head_start, 0, 0, None)
     head = [m for m in working.messages[head_start : tail.cut] if not m.compacted and m.role != "system"]
     system_msgs = [m for m in working.messages[:head_start] + working.messages[: tail.cut] if m.role == "system"]
     system_msgs = list({m.id: m for m in system_msgs}.values())[:1]
@@ -198,7 +209,7 @@ def _guard(before: int, split: _Split, facts: _Facts, counter: TokenCounter, bud
     projected = system_tokens + min(summary_limit, deterministic + narrative_bound) + split.tail.tail_tokens
     if not split.head and not config.swap:
         raise CompactionRefused("nothing to compact: every message since the last summary is in the recent tail")
-    if before - projected < config.min_free_share * budget.usable:
+    if config.loop_guard and before - projected < config.min_free_share * budget.usable:
         raise CompactionRefused(
             f"compaction would free only {max(0, before - projected)} of {before} tokens "
             f"(< {config.min_free_share:.0%} of usable {budget.usable}): refusing, it would loop"
@@ -327,7 +338,7 @@ def compact(
     t = time.perf_counter()
     sections, summary_text, summary_tokens = fit_sections(
         {**facts.sections, **_narrative_sections(story.narrative, facts.lang)}, facts.lang, summary_limit, counter.text,
-        session.id)
+        session.id, reference_prefix=config.reference_prefix)
     checkpoint_messages = ([m.to_chat() for m in split.system_msgs] + [{"role": "user", "content": summary_text}]
                            + [m.to_chat() for m in split.tail_msgs if not m.compacted])
     after = counter.messages(checkpoint_messages)
@@ -349,7 +360,7 @@ def compact(
         budget={"context_limit": budget.context_limit, "reserved": budget.reserved, "usable": budget.usable,
                 "summary_limit": summary_limit, "tail_budget": split.tail_budget},
     )
-    return CompactionResult(checkpoint, working, story.result, stage)
+    return CompactionResult(checkpoint, working, story.result, stage, sections)
 
 
 def _record(session: Session, working: Session, previous: Checkpoint | None, head_start: int, split: _Split,

@@ -278,9 +278,10 @@ def render_summary(sections: dict[str, Section], lang: str, *, reference_prefix:
 
 
 def fit_sections(sections: dict[str, Section], lang: str, limit: int, count: Callable[[str], int],
-                 session_id: str = "<session>") -> tuple[dict[str, Section], str, int]:
+                 session_id: str = "<session>", *, reference_prefix: bool = True,
+                 ) -> tuple[dict[str, Section], str, int]:
     """Fit the deterministic sections into `limit` tokens by importance (see the RANK_* order)."""
-    text = render_summary(sections, lang)
+    text = render_summary(sections, lang, reference_prefix=reference_prefix)
     n = count(text)
     if n <= limit:
         return sections, text, n
@@ -288,8 +289,8 @@ def fit_sections(sections: dict[str, Section], lang: str, limit: int, count: Cal
     ratio = n / max(1, len(text))  # tokens per char of this summary: the estimate for one item
     cost = {u.key: (len("\n".join(u.lines)) + 1) * ratio for u in units}
     base = _select(sections, set(), units, lang, session_id)
-    room = (limit - count(render_summary(base, lang))) * FIT_MARGIN
-    fitted, text, n = base, render_summary(base, lang), 0
+    room = (limit - count(render_summary(base, lang, reference_prefix=reference_prefix))) * FIT_MARGIN
+    fitted, text, n = base, render_summary(base, lang, reference_prefix=reference_prefix), 0
     for _ in range(FIT_ROUNDS):
         kept: set[tuple[int, ...]] = set()
         left = room
@@ -300,7 +301,7 @@ def fit_sections(sections: dict[str, Section], lang: str, limit: int, count: Cal
                 kept.add(u.key)
                 left -= cost[u.key]
         fitted = _select(sections, kept, units, lang, session_id)
-        text = render_summary(fitted, lang)
+        text = render_summary(fitted, lang, reference_prefix=reference_prefix)
         n = count(text)
         if n <= limit:
             return fitted, text, n
@@ -309,7 +310,7 @@ def fit_sections(sections: dict[str, Section], lang: str, limit: int, count: Cal
         if n <= limit:
             break
         fitted = {k: (v.shrunk(keep) if k in DETERMINISTIC else v) for k, v in fitted.items()}
-        text = render_summary(fitted, lang)
+        text = render_summary(fitted, lang, reference_prefix=reference_prefix)
         n = count(text)
     return fitted, text, n
 

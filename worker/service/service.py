@@ -225,7 +225,8 @@ class CompactdService:
                                                 for c in result.candidates])
         return {"committed": result.committed, "freed_tokens": result.freed_tokens, "reason": result.reason}
 
-    async def submit_compaction(self, session_id: str, context_limit: int | None = None) -> tuple[Job, dict]:
+    async def submit_compaction(self, session_id: str, context_limit: int | None = None, *,
+                                keep_tail: bool = True) -> tuple[Job, dict]:
         """Prune at once, then queue the compaction in the foreground lane (or join the one
         already queued for this session)."""
         self.require_backend()
@@ -239,7 +240,7 @@ class CompactdService:
         rolling = st.rolling_job
         if rolling is not None and not rolling.status.terminal:
             self.scheduler.promote(rolling)  # an agent now waits on it: its next chunks run first
-        job = self.scheduler.submit("compact", lambda j: self._compact_job(j, session_id, rolling),
+        job = self.scheduler.submit("compact", lambda j: self._compact_job(j, session_id, rolling, keep_tail),
                                     lane=FOREGROUND_LANE, session_id=session_id, preemptible=False)
         st.compact_job = job
         return job, {"prune": prune}
@@ -257,7 +258,8 @@ class CompactdService:
             except TimeoutError:
                 continue
 
-    def _compact_job(self, job: Job, session_id: str, rolling_job: Job | None) -> dict[str, Any]:
+    def _compact_job(self, job: Job, session_id: str, rolling_job: Job | None,
+                     keep_tail: bool = True) -> dict[str, Any]:
         t0 = time.perf_counter()
         if rolling_job is not None and not rolling_job.status.terminal:
             self._wait_for(job, rolling_job)  # it is about to produce the summary we would compute
@@ -267,15 +269,18 @@ class CompactdService:
         version, committed = self.committed(session_id)
         st = self.state(session_id)
         ids = {m.id for m in session.messages}
+        # keep_tail False: the agent keeps its own tail (pi); no tail, no prefix, its trigger is the guard.
+        agent_tail = {"verbatim_tail": keep_tail, "reference_prefix": keep_tail, "loop_guard": keep_tail}
         rolling = st.rolling if (st.rolling is not None and st.rolling_base == version
                                  and st.rolling.boundary_message_id in ids) else None
         if rolling is not None:
             mode = "swap"
-            config = CompactionConfig(context_limit=limit, use_model=False, swap=True, priority=job.priority)
+            config = CompactionConfig(context_limit=limit, use_model=False, swap=True, priority=job.priority,
+                                      **agent_tail)
             previous = rolling
         else:
             mode = "sync"
-            config = CompactionConfig(context_limit=limit, use_model=True, priority=job.priority)
+            config = CompactionConfig(context_limit=limit, use_model=True, priority=job.priority, **agent_tail)
             previous = committed
         assert self.counter is not None
         context_before, _ = self.counter.count(context_chat(session, committed))

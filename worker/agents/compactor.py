@@ -1,0 +1,142 @@
+"""An agent's compaction request through the verified pipeline, with rolling state per session.
+
+The agent keeps its own recent tail and wraps the summary itself, so the whole received head is
+summarized (no verbatim tail, no reference prefix, the agent's trigger is the loop guard) and
+the reply is the agent's template (worker/agents/template.py).
+
+Rolling state: each answered compaction is kept (the messages it covered, its checkpoint, the
+reply sent) under the agent's session id (opencode's `x-session-id`) or, without one (pi), under
+the reply itself. A later request whose prior summary starts with a reply we sent (pi appends
+its file lists after it) is an update: its conversation is appended after the covered messages
+and the pipeline runs with `previous=` that checkpoint, so the ledger carries every earlier fact
+and the narrative is updated rather than restarted. A prior summary we did not write (the
+agent's own, or one from before a restart) is the anchor of a fresh session. The state lives in
+memory, bounded (MAX_SESSIONS, least recently used dropped); a restart starts sessions afresh.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from backends.base import Backend
+
+from ..formats import load as load_transcript
+from ..pipeline import SUMMARY_MAX_TOKENS, CompactionConfig, compact
+from ..pipeline.checkpoint import Checkpoint
+from ..session import Message, Session, TextPart, message_id
+from ..tokens import TokenCounter
+from .blob import parse_conversation
+from .recognize import AgentRequest
+from .template import render
+
+MAX_SESSIONS = 256  # rolling states kept; an agent session idle past this many others starts afresh
+# The agent's window is not in its request; the budget only bounds the summary and prune's
+# protected share, so a window larger than any agent's keeps both at their own limits.
+AGENT_CONTEXT_LIMIT = 131_072
+PRIOR_SUMMARY_ID = "prior-summary"
+
+
+@dataclass
+class AgentState:
+    session: Session  # every message the replies so far covered
+    checkpoint: Checkpoint
+    reply: str
+
+
+@dataclass
+class AgentCompaction:
+    text: str
+    checkpoint: Checkpoint
+    mode: str  # "fresh", "update" or "anchored" (a prior summary we did not write)
+    messages: int  # received in this request
+
+
+class NothingToCompact(ValueError):
+    """The request's conversation holds no message: it is answered as plain generation."""
+
+
+def _fingerprint(text: str) -> str:
+    return hashlib.sha1(text.strip().encode()).hexdigest()[:20]
+
+
+def received_session(req: AgentRequest, messages: list[dict[str, Any]]) -> Session:
+    """The conversation the request carries: its blob, or (header-forced, no blob) its own
+    messages in OpenAI shape."""
+    if req.conversation is not None:
+        return parse_conversation(req.conversation)
+    return load_transcript(messages, format="openai")
+
+
+class AgentCompactor:
+    """Answers recognized compaction requests; thread-safe (jobs run on the engine's thread)."""
+
+    def __init__(self) -> None:
+        self._states: OrderedDict[str, AgentState] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _match(self, req: AgentRequest) -> tuple[str, AgentState] | None:
+        if not req.prior_summary:
+            return None
+        prior = req.prior_summary.strip()
+        with self._lock:
+            keyed = self._states.get(req.session_key) if req.session_key else None
+            candidates = ([(req.session_key, keyed)] if keyed is not None else []) + list(self._states.items())
+            for key, state in candidates:
+                if prior.startswith(state.reply.strip()):
+                    return key, state  # type: ignore[return-value]
+        return None
+
+    def prepare(self, req: AgentRequest, received: Session) -> tuple[Session, Checkpoint | None, str | None, str]:
+        """(session to compact, previous checkpoint, the state key it continues, mode)."""
+        if not received.messages:
+            raise NothingToCompact("the compaction request holds no conversation")
+        matched = self._match(req) if req.kind == "history" else None
+        if matched is not None:
+            key, state = matched
+            base = len(state.session.messages)
+            new = [m.model_copy(update={"id": message_id(base + i)}) for i, m in enumerate(received.messages)]
+            session = state.session.model_copy(update={"messages": state.session.messages + new}, deep=True)
+            return session, state.checkpoint, key, "update"
+        session = received.model_copy(update={"id": req.session_key or "agent"}, deep=True)
+        if req.prior_summary and req.kind == "history":
+            anchor = Message(id=PRIOR_SUMMARY_ID, role="user", is_summary=True,
+                             parts=[TextPart(text=req.prior_summary)])
+            session.messages.insert(0, anchor)
+            return session, None, None, "anchored"
+        return session, None, None, "fresh"
+
+    def run(self, req: AgentRequest, received: Session, backend: Backend, counter: TokenCounter,
+            max_tokens: int | None, priority: int) -> AgentCompaction:
+        session, previous, key, mode = self.prepare(req, received)
+        config = CompactionConfig(
+            context_limit=AGENT_CONTEXT_LIMIT, use_model=True, priority=priority,
+            summary_max_tokens=min(SUMMARY_MAX_TOKENS, max_tokens or SUMMARY_MAX_TOKENS),
+            verbatim_tail=False, reference_prefix=False, loop_guard=False,
+        )
+        result = compact(session, backend, config, previous=previous, counter=counter)
+        checkpoint = result.checkpoint
+        checkpoint.audit["mode"] = f"agent:{req.agent}:{mode}"
+        text = render(result.sections, checkpoint.lang, req.agent, req.kind, {m.id for m in session.messages})
+        if req.kind == "history":
+            self._remember(key, req.session_key, AgentState(session, checkpoint, text))
+        return AgentCompaction(text, checkpoint, mode, len(received.messages))
+
+    def _remember(self, old_key: str | None, session_key: str | None, state: AgentState) -> None:
+        key = session_key or _fingerprint(state.reply)
+        with self._lock:
+            if old_key is not None and old_key != key:
+                self._states.pop(old_key, None)
+            self._states[key] = state
+            self._states.move_to_end(key)
+            while len(self._states) > MAX_SESSIONS:
+                self._states.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+
+__all__ = ["AgentCompaction", "AgentCompactor", "AgentState", "NothingToCompact", "received_session"]

@@ -1,0 +1,122 @@
+"""The reply to an agent's compaction request at /v1/chat/completions (worker/agents/).
+
+Runs as one foreground job on the scheduler (never preempted, cancelled when the client goes
+away) and answers as OpenAI does: a `chat.completion`, or with `stream` the role chunk at once,
+SSE comments while the pipeline works (a compaction takes tens of seconds and a client or
+proxy must not take silence for a dead stream), the summary as one content chunk, the finish
+chunk, the include_usage chunk with `choices: []`, then `[DONE]`. Usage counts the request's
+messages and the summary with the model's own tokenizer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import StreamingResponse
+
+from ..agents import AgentCompaction, AgentCompactor, AgentRequest, received_session
+from ..service.scheduler import FOREGROUND_LANE, Job, JobBackend
+from ..service.service import CompactdService
+from . import chat
+from .errors import ApiError, api_error_for, error_body
+
+KEEPALIVE_S = 10.0  # an SSE comment this often while the pipeline runs
+DISCONNECT_POLL_S = 0.25
+
+
+def compactor_of(request: Request) -> AgentCompactor:
+    """The app's one AgentCompactor (its rolling states), made on first use."""
+    state = request.app.state
+    if getattr(state, "agent_compactor", None) is None:
+        state.agent_compactor = AgentCompactor()
+    return state.agent_compactor
+
+
+def _submit(service: CompactdService, compactor: AgentCompactor, req: AgentRequest,
+            messages: list[dict[str, Any]], max_tokens: int | None) -> Job:
+    backend = service.require_backend()
+    received = received_session(req, messages)
+    compactor.prepare(req, received)  # NothingToCompact before a job is queued
+
+    def run(job: Job) -> AgentCompaction:
+        assert service.counter is not None
+        return compactor.run(req, received, JobBackend(backend, job, service.scheduler), service.counter,
+                             max_tokens, job.priority)
+
+    return service.scheduler.submit("agent_compact", run, lane=FOREGROUND_LANE, preemptible=False)
+
+
+def _usage(service: CompactdService, messages: list[dict[str, Any]], text: str) -> dict[str, Any]:
+    backend = service.require_backend()
+    prompt = backend.count_messages(messages)
+    completion = backend.count(text)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": 0}}
+
+
+def _meta(result: AgentCompaction) -> dict[str, Any]:
+    cp = result.checkpoint
+    return {"agent_compaction": {"mode": result.mode, "messages": result.messages, "version": cp.version,
+                                 "fallback": cp.verification.get("fallback", ""),
+                                 "model_calls": len(cp.timings.get("model", []))}}
+
+
+async def agent_completion(req: AgentRequest, request: Request, service: CompactdService,
+                           messages: list[dict[str, Any]], head: dict[str, Any], stream: bool,
+                           include_usage: bool, max_tokens: int | None) -> Any:
+    """The summary, in the agent's template, as a completion or a stream of chunks."""
+    job = _submit(service, compactor_of(request), req, messages, max_tokens)
+    assert job.future is not None
+    t0 = time.perf_counter()
+
+    if not stream:
+        while True:
+            done, _ = await asyncio.wait({job.future}, timeout=DISCONNECT_POLL_S)
+            if done:
+                break
+            if await request.is_disconnected():
+                service.cancel(job, "client disconnected")
+                raise ApiError(499, "client_closed", "client disconnected")
+        result: AgentCompaction = job.future.result()
+        usage = await asyncio.to_thread(_usage, service, messages, result.text)
+        service.chat_done(time.perf_counter() - t0)
+        return {**head, "object": "chat.completion",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": result.text},
+                             "finish_reason": "stop"}],
+                "usage": usage, "compactd": _meta(result)}
+
+    async def events() -> AsyncIterator[str]:
+        finished = False
+        try:
+            yield chat.chunk(head, {"role": "assistant", "content": ""})
+            while True:
+                done, _ = await asyncio.wait({job.future}, timeout=KEEPALIVE_S)
+                if done:
+                    break
+                yield ": compacting\n\n"
+            finished = True
+            exc = job.future.exception()
+            if exc is not None:
+                err = api_error_for(exc)
+                yield chat.sse(error_body(err.code, err.message, err.type, err.param))
+                return
+            result = job.future.result()
+            yield chat.chunk(head, {"content": result.text})
+            yield chat.chunk(head, {}, "stop", compactd=_meta(result))
+            if include_usage:
+                yield chat.usage_chunk(head, await asyncio.to_thread(_usage, service, messages, result.text))
+            yield "data: [DONE]\n\n"
+            service.chat_done(time.perf_counter() - t0)
+        finally:
+            if not finished:  # the client went away: stop the pipeline at its next token
+                service.cancel(job, "client disconnected")
+
+    return StreamingResponse(events(), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+__all__ = ["agent_completion", "compactor_of"]
