@@ -164,12 +164,13 @@ def has_path(path: str, text: str) -> bool:
 
 
 def _pathlike(p: str) -> bool:
-    """A path, not a word pair like "malformed/raw": anchored, a directory, 3+ components or a
-    file extension; `@scope/name` packages count (matched by the path rule too)."""
+    """A path or a slashed name, not a word pair like "malformed/raw": anchored, a directory,
+    3+ components, a file extension, or a `-`, `_` or digit (a branch `feat/code-of-conduct`);
+    `@scope/name` packages count. All are matched by the path rule."""
     if "<" in p or re.fullmatch(r"[\d./:-]+", p):
         return False
     return (p.startswith(("~/", "./", "../", "/", "@")) or p.endswith("/") or p.count("/") >= 2
-            or re.search(r"\.[A-Za-z]\w*$", p) is not None)
+            or re.search(r"\.[A-Za-z]\w*$|[-_\d]", p) is not None)
 
 
 def identifiers(text: str) -> list[str]:
