@@ -25,7 +25,8 @@ What each approach sees (the same transcript for all; the JSON repeats this unde
   cannot be in it). compactd is scored on the same subset for the comparison.
 
 A refused compaction (the loop guard, or a checkpoint that cannot fit the context) is reported
-as a refusal with its reason and counted, never a crash. Scoring rules: benchmarks/real_facts.py.
+as a refusal with its reason and counted, never a crash; any other exception is recorded as
+"failed" and counted apart (a bug to fix, but the rest of a long run is kept). Scoring rules: benchmarks/real_facts.py.
 """
 
 from __future__ import annotations
@@ -88,6 +89,10 @@ def run_compactd(session: Any, backend: Any, counter: Any, context_limit: int, u
         _say(f"{case.name} @ {context_limit} {mode}: refused: {exc}")
         return {"context_limit": context_limit, "mode": mode, "refused": str(exc),
                 "wall_s": round(time.perf_counter() - t0, 2)}
+    except Exception as exc:  # a bug, not a refusal: recorded and counted, the hours-long run goes on
+        _say(f"{case.name} @ {context_limit} {mode}: FAILED: {type(exc).__name__}: {exc}")
+        return {"context_limit": context_limit, "mode": mode, "refused": None,
+                "failed": f"{type(exc).__name__}: {exc}", "wall_s": round(time.perf_counter() - t0, 2)}
     cp = result.checkpoint
     text = message_text(cp.messages)
     score = score_text(text, case.facts)
@@ -220,7 +225,7 @@ def run_case(case: RealCase, backend: Any, plan: list[tuple[int, bool]], baselin
     }
     for context_limit, use_model in plan:
         run = run_compactd(session, backend, counter, context_limit, use_model, max_new_tokens, case, summary_facts)
-        if use_model and context_limit in baseline_contexts and not run["refused"]:
+        if use_model and context_limit in baseline_contexts and "score" in run:
             out["baselines"][str(context_limit)] = run_baselines(case, session, backend, run, max_new_tokens,
                                                                  summary_facts)
         run.pop("checkpoint_messages", None)
@@ -249,24 +254,26 @@ def aggregate(cases: list[dict[str, Any]]) -> dict[str, Any]:
     for c in cases:
         for r in c["runs"]:
             key = f"compactd{'' if r['mode'] == 'model' else '-no-model'}@{r['context_limit']}"
-            row = rows.setdefault(key, {"scores": [], "refused": [], "before": []})
+            row = rows.setdefault(key, {"scores": [], "refused": [], "before": [], "failed": []})
             if r["refused"]:
                 row["refused"].append({"case": c["name"], "reason": r["refused"]})
+            elif r.get("failed"):
+                row["failed"].append({"case": c["name"], "error": r["failed"]})
             else:
                 row["scores"].append(r["score"])
                 if r["before_agent_summary"]:
                     row["before"].append(r["before_agent_summary"])
         for ctx, baselines in c["baselines"].items():
             for name, b in baselines.items():
-                row = rows.setdefault(f"{name}@{ctx}", {"scores": [], "refused": [], "before": []})
+                row = rows.setdefault(f"{name}@{ctx}", {"scores": [], "refused": [], "before": [], "failed": []})
                 row["scores"].append(b["score"])
                 if b["before_agent_summary"]:
                     row["before"].append(b["before_agent_summary"])
     agent = [c["agent_summary"]["score"] for c in cases if c["agent_summary"]]
     out = {key: {**_pool(row["scores"]), "transcripts": len(row["scores"]), "refused": len(row["refused"]),
-                 "refusals": row["refused"], "before_agent_summary": _pool(row["before"]) if row["before"] else None}
+                 "refusals": row["refused"], "failed": row["failed"], "before_agent_summary": _pool(row["before"]) if row["before"] else None}
            for key, row in rows.items()}
-    out["agent-summary"] = {**_pool(agent), "transcripts": len(agent), "refused": 0, "refusals": [],
+    out["agent-summary"] = {**_pool(agent), "transcripts": len(agent), "refused": 0, "refusals": [], "failed": [],
                             "before_agent_summary": _pool(agent) if agent else None}
     return out
 
@@ -308,7 +315,7 @@ def headline(real: dict[str, Any]) -> str:
     parts = []
     for key, a in real["aggregate"].items():
         rate = "n/a" if a["rate"] is None else f"{a['rate']:.0%}"
-        refused = f", {a['refused']} refused" if a["refused"] else ""
+        refused = (f", {a['refused']} refused" if a["refused"] else "") + (f", {len(a['failed'])} FAILED" if a["failed"] else "")
         parts.append(f"{key} {rate} ({a['kept']}/{a['total']}{refused})")
     return f"real set, {len(real['cases'])} transcripts: " + "; ".join(parts)
 

@@ -96,6 +96,7 @@ def _check_real(real: dict[str, Any]) -> None:
     assert case["facts"] == {k: sum(1 for f in facts if f.kind == k) for k in KINDS}
     plan = [(r["context_limit"], r["mode"]) for r in case["runs"]]
     assert plan == [(ctx, "no-model") for ctx in QUICK_CONTEXTS] + [(QUICK_MODEL_CONTEXT, "model")]
+    assert not any(r.get("failed") for r in case["runs"])  # refused or scored, never an exception
     completed = [r for r in case["runs"] if not r["refused"]]
     assert any(r["mode"] == "no-model" for r in completed)
     for r in completed:
