@@ -314,6 +314,8 @@ def plot(real: dict[str, Any], path: Path, title: str) -> None:
 def headline(real: dict[str, Any]) -> str:
     parts = []
     for key, a in real["aggregate"].items():
+        if not a["transcripts"] and not a["refused"] and not a["failed"]:
+            continue  # e.g. the agent's summary on a set where no agent wrote one
         rate = "n/a" if a["rate"] is None else f"{a['rate']:.0%}"
         refused = (f", {a['refused']} refused" if a["refused"] else "") + (f", {len(a['failed'])} FAILED" if a["failed"] else "")
         parts.append(f"{key} {rate} ({a['kept']}/{a['total']}{refused})")
