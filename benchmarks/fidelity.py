@@ -3,7 +3,9 @@ state right, for compactd and for two baselines run with the same model on the s
 
     python -m benchmarks.fidelity [--quick] [--out benchmarks/results] [--model NAME]
 
-Writes `fidelity.json` (every fact, every output) and `fidelity.png` (retention by kind).
+Writes `fidelity.json` (every fact, every output) and `fidelity.png` (retention by kind); the
+real set (every real transcript, expected facts written by hand, the agent's own summary) is
+benchmarks/fidelity_real.py, under "real" in the same JSON, with `fidelity_real.png`.
 
 Inputs: windows of the vendored transcripts in tests/fixtures (SWE-agent marshmallow trace,
 Claude Code cc-spotter, pi) and two sessions written here with a known work state (one in
@@ -872,6 +874,8 @@ def run(quick: bool = False, out_dir: Path = RESULTS_DIR, model: str | None = No
     not depend on it; on a shared 2-core machine 1 thread avoids llama.cpp's spinning barriers."""
     from backends.llama_cpp import LlamaCppBackend
     from backends.models import DEFAULT_MODEL, FAST_MODEL, resolve
+    from benchmarks.fidelity_real import plot as plot_real
+    from benchmarks.fidelity_real import run_real
     from worker.pipeline.summarize import MAX_NEW_TOKENS
 
     t_start = time.monotonic()
@@ -884,6 +888,7 @@ def run(quick: bool = False, out_dir: Path = RESULTS_DIR, model: str | None = No
     backend = LlamaCppBackend(resolve(model).path, n_ctx=N_CTX, n_threads=threads, model_name=model)
     try:
         cases = [run_case(c, backend, max_new_tokens) for c in build_cases(quick, backend.count)]
+        real = run_real(backend, quick=quick)  # the real set (benchmarks/fidelity_real.py)
     finally:
         backend.close()
     result: dict[str, Any] = {
@@ -909,25 +914,28 @@ def run(quick: bool = False, out_dir: Path = RESULTS_DIR, model: str | None = No
         "notes": notes,
         "cases": cases,
         "aggregate": aggregate(cases),
+        "real": real,
         "peak_rss_mb": peak_rss_mb(),
     }
-    result["headline"] = headline(result)
+    result["headline"] = headline(result) + "\n  " + real["headline"]
     result["elapsed_s"] = round(time.monotonic() - t_start, 1)
     write_json(out_dir / "fidelity.json", result)
     plot(result, out_dir / "fidelity.png")  # after the JSON: a plotting bug never loses the numbers
+    plot_real(real, out_dir / "fidelity_real.png", f"compactd fidelity, real set — {model}, {machine['date'][:10]}, "
+              f"{machine['git_commit_short']}")
     return result
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="one small window of the SWE trace with the 0.5B")
+    ap.add_argument("--quick", action="store_true", help="one small window of the SWE trace and the smallest real transcript, with the 0.5B")
     ap.add_argument("--out", type=Path, default=RESULTS_DIR)
     ap.add_argument("--model", default=None, help="bundled model name (default: 1.5B full, 0.5B quick)")
     ap.add_argument("--threads", type=int, default=N_THREADS, help="llama.cpp threads (scores do not depend on it)")
     args = ap.parse_args(argv)
     result = run(quick=args.quick, out_dir=args.out, model=args.model, threads=args.threads)
     print(result["headline"])
-    print(f"wrote {args.out / 'fidelity.json'} and {args.out / 'fidelity.png'} in {result['elapsed_s']} s")
+    print(f"wrote {args.out / 'fidelity.json'}, fidelity.png and fidelity_real.png in {result['elapsed_s']} s")
     return 0
 
 
