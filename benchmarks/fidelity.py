@@ -751,7 +751,7 @@ def run_case(case: Case, backend: Any, max_new_tokens: int) -> dict[str, Any]:
     outputs["compactd"] = {
         **score(cp.summary_text, model_text, facts, source, "", case, backend.count, limit_summary, head_tokens),
         "run": {"wall_s": compact_s, "prompt_tokens": sum(s["prompt_tokens"] for s in stats),
-                "decode_tokens": sum(s["decode_tokens"] for s in stats), "chunks": cp.timings.get("chunks", 0),
+                "decode_tokens": sum(s["decode_tokens"] for s in stats), "narrative_left_out": cp.timings.get("narrative_left_out", 0),
                 "fallback": cp.verification.get("fallback", ""),
                 "verification_removed": len(cp.verification.get("removed", []))},
         "text": cp.summary_text,

@@ -108,7 +108,7 @@ def run_compactd(session: Any, backend: Any, counter: Any, context_limit: int, u
         "head_messages": len(cp.audit["dropped"]), "tail_messages": len(cp.tail_message_ids),
         "model": {"prompt_tokens": sum(s["prompt_tokens"] for s in stats),
                   "decode_tokens": sum(s["decode_tokens"] for s in stats),
-                  "chunks": cp.timings.get("chunks", 0), "fallback": cp.verification.get("fallback", "")},
+                  "narrative_left_out": cp.timings.get("narrative_left_out", 0), "fallback": cp.verification.get("fallback", "")},
         "tail_message_ids": cp.tail_message_ids,
         "checkpoint_messages": cp.messages,
         "text": text,
