@@ -50,6 +50,8 @@ def select_tail(
     if head_start is None:
         summary = session.last_summary_index()
         head_start = summary + 1 if summary is not None else 0
+    if tail_turns <= 0:  # the agent keeps its own tail (an agent's compaction request): all is head
+        return TailSelection(n, head_start, 0, budget, None)
     starts = [s for s in session.turn_starts() if s >= head_start]
     # No user turn since the boundary (one long agent turn): the tail is cut from the head's start.
     turn_start = starts[-tail_turns] if len(starts) >= tail_turns else (starts[0] if starts else head_start)
