@@ -140,7 +140,9 @@ class StubModel:
         tools = {t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)}
         wants_tool = ("Bash" in tools and not has_tool_result(body) and not is_compaction_request(body)
                       and RUN_COMMAND in json.dumps(body.get("messages") or []))
-        message = {"id": "msg_stub", "type": "message", "role": "assistant", "model": body.get("model", "stub"),
+        # A fresh id per response: Claude Code groups a conversation into API rounds by it, and
+        # refuses to compact "fewer than 2 groups".
+        message = {"id": f"msg_stub{len(self.log)}", "type": "message", "role": "assistant", "model": body.get("model", "stub"),
                    "content": [], "stop_reason": None, "stop_sequence": None,
                    "usage": {"input_tokens": LOW_USAGE, "output_tokens": 1}}
         out = [ev("message_start", message=message)]
