@@ -51,7 +51,11 @@ HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy
                         "trailers", "transfer-encoding", "upgrade", "host", "content-length"})
 UPSTREAM_CONNECT_S = 10.0  # a provider that does not accept a connection by then is down
 UPSTREAM_READ_S = 600.0  # between two chunks: a reasoning model can think silently for minutes
-KEEPALIVE_S = 10.0  # an SSE comment this often while the summary is computed (idle proxies, Codex's idle timer)
+# While the summary is computed, `response.in_progress` this often: an event (not an SSE comment,
+# which an EventSource reader drops) resets the client's idle timer (Codex: 300 s by default).
+KEEPALIVE_S = 10.0
+
+NO_LOOP_GUARD = float("-inf")  # min_free_share that no projection fails (see submit_compaction)
 
 responses = APIRouter(tags=["codex"])
 
@@ -161,8 +165,10 @@ def submit_compaction(service: CompactdService, session: Session) -> Job:
     backend = service.require_backend()
 
     def run(job: Job) -> CompactionResult:
-        config = CompactionConfig(context_limit=service.config.context_limit, tail_turns=0, min_free_share=0.0,
-                                  priority=job.priority)
+        # No loop guard: Codex decided to compact and replaces its whole history with the reply,
+        # so even a reply longer than a short head is the answer it needs.
+        config = CompactionConfig(context_limit=service.config.context_limit, tail_turns=0,
+                                  min_free_share=NO_LOOP_GUARD, priority=job.priority)
         return compact(session, JobBackend(backend, job, service.scheduler), config, counter=service.counter)
 
     return service.scheduler.submit("agent_compaction", run, lane=FOREGROUND_LANE, preemptible=False)
@@ -184,7 +190,7 @@ async def compaction_stream(request: Request, service: CompactdService, job: Job
             return
         if waited >= KEEPALIVE_S:
             waited = 0.0
-            yield ": compactd is summarizing\n\n"
+            yield event("response.in_progress", response=response)
     try:
         result: CompactionResult = job.future.result()
     except Exception as exc:  # noqa: BLE001 - the stream has started: the error is an event
