@@ -78,7 +78,7 @@ def sse_events(text: str) -> list[dict]:
 
 def test_responses_compaction_stream_and_forwarding():
     backend = ScriptedBackend()
-    body, headers = CODEX_REQUEST["body"], CODEX_REQUEST["headers"]
+    body = CODEX_REQUEST["body"]
     with StubModel() as stub, CompactdServer(backend, upstream=stub.url) as cd:
         answer = httpx.post(cd.url + "/v1/responses", json=body, timeout=60)
         plain = {**body, "client_metadata": {}, "input": body["input"][:-1]}

@@ -18,7 +18,14 @@ import subprocess
 import pytest
 
 from tests.integrations.agents import CODEX, install
-from tests.integrations.loopback import ERROR_LINE, FIRST_PROMPT, RUN_COMMAND, CompactdServer, StubModel, write_failing_program
+from tests.integrations.loopback import (
+    ERROR_LINE,
+    FIRST_PROMPT,
+    RUN_COMMAND,
+    CompactdServer,
+    StubModel,
+    write_failing_program,
+)
 
 AUTO_COMPACT_LIMIT = 20_000  # Codex compacts before a turn once the last usage reported passes this
 HIGH_USAGE = 30_000  # what the stub reports after the tool ran: over the limit, once
