@@ -404,6 +404,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0 if server.started else 1
 
 
+def cmd_hook_claude_code(args: argparse.Namespace) -> int:
+    """A Claude Code hook (PreCompact / SessionStart): fails open, see worker/agents/claude_code.py."""
+    from .agents.claude_code import EXIT_FAIL_OPEN, HookInputError, run_hook
+
+    try:
+        out = run_hook(sys.stdin.read())
+    except HookInputError as exc:
+        print(f"compactd: hook: {exc}", file=sys.stderr)
+        return EXIT_FAIL_OPEN
+    if out:
+        print(out)
+    return 0
+
+
 def cmd_history_search(args: argparse.Namespace) -> int:
     from .service.history import search
     from .service.records import StoreError
@@ -534,6 +548,10 @@ def build_parser(defaults: Settings | None = None) -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_bench)
 
     add_service_commands(sub, defaults)
+    p = sub.add_parser("hook", help="an agent hook command (reads the hook's JSON on stdin)")
+    hsub = p.add_subparsers(dest="agent", required=True)
+    h = hsub.add_parser("claude-code", help="Claude Code PreCompact / SessionStart(compact) hook: compactd's facts, no model")
+    h.set_defaults(func=cmd_hook_claude_code)
     return parser
 
 

@@ -71,6 +71,8 @@ class Settings(BaseSettings):
                                 description="seconds a client has to send a request body (408 after)")
     header_timeout: float = Field(DEFAULT_HEADER_TIMEOUT_S, gt=0,
                                   description="seconds a connection has to send its request line and headers")
+    upstream: str | None = Field(None, description="Responses API base URL (e.g. https://api.openai.com/v1) that "
+                                                    "/v1/responses forwards every non-compaction request to")
     rolling: bool = Field(True, description="background rolling summaries")
     log_level: LogLevel = Field("info", description="server log level")
 
@@ -79,10 +81,17 @@ class Settings(BaseSettings):
     def _zero_is_unset(cls, value: Any) -> Any:
         return None if value in (0, "0", "") else value  # COMPACTD_CTX=0 meant "the default"
 
-    @field_validator("api_key", "model", "engine_url", "db", "data_dir", mode="before")
+    @field_validator("api_key", "model", "engine_url", "db", "data_dir", "upstream", mode="before")
     @classmethod
     def _empty_is_unset(cls, value: Any) -> Any:
         return None if value == "" else value  # an empty COMPACTD_API_KEY is no key
+
+    @field_validator("upstream")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return value
 
     def api_key_value(self) -> str | None:
         return self.api_key.get_secret_value() if self.api_key is not None else None

@@ -25,6 +25,7 @@ from ..service.service import CompactdService, ServiceConfig
 from ..service.store import Store
 from .errors import install_error_handlers
 from .guards import ApiKeyMiddleware, BodyLimitMiddleware, header_timeout_protocol
+from .responses import responses
 from .routes import ROUTERS
 
 log = logging.getLogger("compactd.server")
@@ -128,6 +129,8 @@ def create_app(
     install_error_handlers(app)
     for router in ROUTERS:
         app.include_router(router)
+    app.include_router(responses)  # Codex's provider endpoint (worker/http/responses.py)
+    app.state.upstream = settings.upstream
     # Outermost last: the size limit applies before authentication reads anything, and the
     # latency metric sees every answer, the guards' included.
     api_key = settings.api_key_value()

@@ -1,0 +1,282 @@
+"""`POST /v1/responses`: Codex's provider endpoint, its compaction answered by compactd.
+
+Codex speaks only the Responses API and sends its compaction to the same provider as every
+turn (verified with codex 0.171.0). So compactd stands in front of the real provider:
+
+- a **compaction request** (`"request_kind":"compaction"` in `client_metadata
+  ["x-codex-turn-metadata"]` or in that header, or Codex's compaction prompt as the last input
+  item) is answered here: the structured `input` items become a Session (message items,
+  function_call / function_call_output pairs, reasoning: the rollout importer's own item
+  parser), the verified pipeline runs over the whole received head (no verbatim tail and no
+  reference prefix: Codex keeps its own recent turns and prefixes the summary itself), and the
+  summary streams back in the events Codex's SSE reader needs: `response.created`,
+  `response.output_item.added`, `response.output_text.delta`, `response.output_item.done` (a
+  message item), `response.completed` with usage;
+- **every other request** is forwarded to `--upstream` (a Responses base URL, e.g.
+  `https://api.openai.com/v1`), its body and answer streamed through unchanged, headers passed
+  both ways except the hop-by-hop ones. Headers carry the user's credentials: never logged.
+  Without `--upstream`, a non-compaction request is a 400 `no_upstream`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import StreamingResponse
+from starlette.background import BackgroundTask
+
+from ..formats import codex
+from ..pipeline import CompactionConfig, CompactionResult, compact
+from ..service.scheduler import FOREGROUND_LANE, Job, JobBackend
+from ..service.service import CompactdService
+from ..session import Session
+from .errors import ApiError, api_error_for
+from .routes import DISCONNECT_POLL_S, get_service
+
+TURN_METADATA = "x-codex-turn-metadata"
+# codex-rs/core/templates/compact/prompt.md opens with this line (Codex's default compact_prompt).
+COMPACT_PROMPT_START = "You are performing a CONTEXT CHECKPOINT COMPACTION."
+# codex-rs/core/templates/compact/summary_prefix.md: how Codex re-injects an earlier summary.
+SUMMARY_PREFIX = "Another language model started to solve this problem"
+# Per RFC 9110 §7.6.1 plus what the transport recomputes (length, host, encoding of the hop).
+HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
+                        "trailers", "transfer-encoding", "upgrade", "host", "content-length"})
+UPSTREAM_CONNECT_S = 10.0  # a provider that does not accept a connection by then is down
+UPSTREAM_READ_S = 600.0  # between two chunks: a reasoning model can think silently for minutes
+# While the summary is computed, `response.in_progress` this often: an event (not an SSE comment,
+# which an EventSource reader drops) resets the client's idle timer (Codex: 300 s by default).
+KEEPALIVE_S = 10.0
+
+
+responses = APIRouter(tags=["codex"])
+
+
+# ----------------------------------------------------------------------------- recognize
+
+
+def turn_metadata(body: dict[str, Any], headers: Any) -> dict[str, Any]:
+    raw = (body.get("client_metadata") or {}).get(TURN_METADATA) if isinstance(body.get("client_metadata"), dict) \
+        else None
+    raw = raw or headers.get(TURN_METADATA)
+    try:
+        meta = json.loads(raw) if isinstance(raw, str) else None
+    except ValueError:
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def _item_text(item: Any) -> str:
+    if not isinstance(item, dict):
+        return ""
+    content = item.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(c.get("text") or "") for c in content if isinstance(c, dict))
+    return ""
+
+
+def is_compaction(body: dict[str, Any], headers: Any) -> bool:
+    """Codex marks its compaction request in its turn metadata; its default prompt is the
+    fallback mark (a configured `compact_prompt` is recognized by the metadata alone)."""
+    if turn_metadata(body, headers).get("request_kind") == "compaction":
+        return True
+    items = body.get("input")
+    return isinstance(items, list) and bool(items) and _item_text(items[-1]).lstrip().startswith(COMPACT_PROMPT_START)
+
+
+# ----------------------------------------------------------------------------- parse
+
+
+def session_from_input(body: dict[str, Any], session_id: str) -> Session:
+    """The conversation to compact: every input item but the trailing compaction prompt, read
+    by the rollout importer's item parser; Codex's re-injected earlier summary is a summary."""
+    items = body.get("input")
+    if not isinstance(items, list):
+        raise ApiError(400, "invalid_request", "input must be a list of items", param="input")
+    items = [i for i in items if isinstance(i, dict)]
+    if items and items[-1].get("type", "message") == "message" and items[-1].get("role") == "user":
+        items = items[:-1]  # the compaction prompt (default or a configured compact_prompt)
+    records = [{"type": "response_item", "payload": {"type": "message", **i} if "type" not in i else i}
+               for i in items]
+    if isinstance(body.get("instructions"), str) and body["instructions"].strip():
+        records.insert(0, {"type": "response_item", "payload": {"type": "message", "role": "developer",
+                                                                "content": body["instructions"]}})
+    session = codex.load(records)
+    session.id = session_id
+    for m in session.messages:
+        if m.role == "user" and m.text.lstrip().startswith(SUMMARY_PREFIX):
+            m.is_summary = True
+    return session
+
+
+# ----------------------------------------------------------------------------- events
+
+
+def event(kind: str, **data: Any) -> str:
+    return f"event: {kind}\ndata: {json.dumps({'type': kind, **data}, ensure_ascii=False)}\n\n"
+
+
+def completion_events(response: dict[str, Any], text: str, usage: dict[str, Any]) -> list[str]:
+    """One assistant message item, its text in one delta, then the completed response."""
+    item_id = f"msg_{uuid.uuid4().hex}"
+    part = {"type": "output_text", "text": text, "annotations": []}
+    item = {"type": "message", "id": item_id, "role": "assistant", "status": "completed", "content": [part]}
+    return [
+        event("response.output_item.added", output_index=0, item={**item, "status": "in_progress", "content": []}),
+        event("response.content_part.added", item_id=item_id, output_index=0, content_index=0,
+              part={**part, "text": ""}),
+        event("response.output_text.delta", item_id=item_id, output_index=0, content_index=0, delta=text),
+        event("response.output_text.done", item_id=item_id, output_index=0, content_index=0, text=text),
+        event("response.content_part.done", item_id=item_id, output_index=0, content_index=0, part=part),
+        event("response.output_item.done", output_index=0, item=item),
+        event("response.completed", response={**response, "status": "completed", "output": [item], "usage": usage}),
+    ]
+
+
+def usage_of(result: CompactionResult) -> dict[str, Any]:
+    before, summary = int(result.checkpoint.tokens.get("before", 0)), int(result.checkpoint.tokens.get("summary", 0))
+    return {"input_tokens": before, "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": summary, "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": before + summary}
+
+
+# ----------------------------------------------------------------------------- compaction
+
+
+def submit_compaction(service: CompactdService, session: Session) -> Job:
+    """The pipeline over the whole received head, in the foreground lane, never preempted."""
+    backend = service.require_backend()
+
+    def run(job: Job) -> CompactionResult:
+        # No loop guard: Codex decided to compact and replaces its whole history with the reply,
+        # so even a reply longer than a short head is the answer it needs.
+        # Codex keeps no tail of its own beyond what it re-sends, and has decided to compact.
+        config = CompactionConfig(context_limit=service.config.context_limit, priority=job.priority,
+                                  verbatim_tail=False, reference_prefix=False, loop_guard=False)
+        return compact(session, JobBackend(backend, job, service.scheduler), config, counter=service.counter)
+
+    return service.scheduler.submit("agent_compaction", run, lane=FOREGROUND_LANE, preemptible=False)
+
+
+async def compaction_stream(request: Request, service: CompactdService, job: Job,
+                            model: str) -> AsyncIterator[str]:
+    response = {"id": f"resp_{uuid.uuid4().hex}", "object": "response", "created_at": int(time.time()),
+                "model": model, "status": "in_progress", "output": []}
+    yield event("response.created", response=response)
+    yield event("response.in_progress", response=response)
+    assert job.future is not None
+    waited = 0.0
+    while not job.future.done():
+        await asyncio.wait({job.future}, timeout=DISCONNECT_POLL_S)
+        waited += DISCONNECT_POLL_S
+        if await request.is_disconnected():
+            service.cancel(job, "client disconnected")
+            return
+        if waited >= KEEPALIVE_S:
+            waited = 0.0
+            yield event("response.in_progress", response=response)
+    try:
+        result: CompactionResult = job.future.result()
+    except Exception as exc:  # noqa: BLE001 - the stream has started: the error is an event
+        err = api_error_for(exc)
+        yield event("response.failed", response={**response, "status": "failed",
+                                                 "error": {"code": err.code, "message": err.message}})
+        return
+    for chunk in completion_events(response, result.checkpoint.summary_text, usage_of(result)):
+        yield chunk
+
+
+# ----------------------------------------------------------------------------- forwarding
+
+
+def passed_headers(headers: Any) -> dict[str, str]:
+    return {k: v for k, v in headers.items() if k.lower() not in HOP_BY_HOP}
+
+
+async def forward(request: Request, raw: bytes, upstream: str) -> StreamingResponse:
+    import httpx
+
+    url = upstream.rstrip("/") + "/responses" + (f"?{request.url.query}" if request.url.query else "")
+    client = httpx.AsyncClient(timeout=httpx.Timeout(UPSTREAM_READ_S, connect=UPSTREAM_CONNECT_S))
+    try:
+        upstream_response = await client.send(
+            client.build_request("POST", url, headers=passed_headers(request.headers), content=raw), stream=True)
+    except httpx.HTTPError as exc:
+        await client.aclose()
+        raise ApiError(502, "upstream_unreachable", f"upstream {upstream} did not answer: {type(exc).__name__}",
+                       type_="server_error") from None
+
+    async def close() -> None:
+        await upstream_response.aclose()
+        await client.aclose()
+
+    return StreamingResponse(upstream_response.aiter_raw(), status_code=upstream_response.status_code,
+                             headers=passed_headers(upstream_response.headers), background=BackgroundTask(close))
+
+
+# ----------------------------------------------------------------------------- route
+
+
+def _decoded(raw: bytes, encoding: str) -> bytes:
+    if encoding in ("", "identity"):
+        return raw
+    if encoding == "gzip":
+        return gzip.decompress(raw)
+    raise ApiError(415, "unsupported_encoding", f"Content-Encoding {encoding!r} is not supported",
+                   param="content-encoding")
+
+
+@responses.post("/v1/responses")
+async def create_response(request: Request) -> Any:
+    service = get_service(request)
+    raw = await request.body()
+    upstream: str | None = getattr(request.app.state, "upstream", None)
+    marked = turn_metadata({}, request.headers).get("request_kind") == "compaction"
+    try:
+        body = json.loads(_decoded(raw, request.headers.get("content-encoding", "").lower()))
+    except ApiError:
+        if upstream and not marked:
+            return await forward(request, raw, upstream)
+        raise
+    except (UnicodeDecodeError, ValueError, OSError):
+        raise ApiError(400, "invalid_json", "request body is not valid JSON") from None
+    if not isinstance(body, dict):
+        raise ApiError(400, "invalid_request", "request body must be a JSON object")
+    if not is_compaction(body, request.headers):
+        if not upstream:
+            raise ApiError(400, "no_upstream", "compactd answers only Codex's compaction requests at /v1/responses; "
+                                               "start it with --upstream URL to forward every other request")
+        return await forward(request, raw, upstream)
+    meta = turn_metadata(body, request.headers)
+    session = session_from_input(body, str(meta.get("session_id") or request.headers.get("session-id")
+                                           or f"codex-{uuid.uuid4().hex}"))
+    job = submit_compaction(service, session)
+    stream = compaction_stream(request, service, job, str(body.get("model") or service.model_name()))
+    if body.get("stream") is False:
+        return await _collect(stream)
+    return StreamingResponse(stream, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+
+async def _collect(stream: AsyncIterator[str]) -> Any:
+    """A non-streaming request gets the completed response object (or the failure)."""
+    last: dict[str, Any] | None = None
+    async for chunk in stream:
+        if chunk.startswith("event: "):
+            last = json.loads(chunk.split("data: ", 1)[1])
+    if last is None:
+        raise ApiError(499, "client_closed", "client disconnected")
+    if last["type"] == "response.failed":
+        err = last["response"]["error"]
+        raise ApiError(409 if err["code"] == "compaction_refused" else 500, err["code"], err["message"])
+    return last["response"]
+
+
+__all__ = ["is_compaction", "responses", "session_from_input"]
