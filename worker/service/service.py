@@ -26,6 +26,7 @@ stays the latest), nothing else.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -319,10 +320,13 @@ class CompactdService(Refinements):
         if mode == "instant":
             # The model's narrative for this very snapshot, queued on the event loop's thread.
             assert self.scheduler.loop is not None
-            refine = asyncio.run_coroutine_threadsafe(
+            queued = asyncio.run_coroutine_threadsafe(
                 self._submit_refine(session_id, session, committed, version, out["checkpoint_version"],
-                                    context_before), self.scheduler.loop).result(SUBMIT_FROM_JOB_S)
-            out["refinement"] = refine
+                                    context_before), self.scheduler.loop)
+            try:
+                out["refinement"] = queued.result(SUBMIT_FROM_JOB_S)
+            except concurrent.futures.TimeoutError:  # committed all the same: the answer stands
+                out["refinement"] = {"version": out["checkpoint_version"] + 1, "job_id": None, "status": "unknown"}
         return out
 
     def _commit(self, session_id: str, result: Any, version: int | None, mode: str, t0: float,
