@@ -52,6 +52,31 @@ def test_throughput_quick(tmp_path: Path) -> None:
     assert ps["kv_prefix"]["warm"]["cached_prompt_tokens"] > ps["kv_prefix"]["cold"]["cached_prompt_tokens"]
     assert all(r["model_calls"] == 0 for r in ps["swap"]["runs"])  # a swap never calls the model
 
+    real = data["real_sessions"]
+    (row,) = real["sessions"]
+    from backends.llama_cpp import LlamaCppBackend
+    from backends.models import resolve
+    from benchmarks._common import SWE_TRACE
+    from benchmarks.real_sessions import OVERFLOW_GOAL_P95_S, QUICK_REAL, load_real
+    from worker.tokens import TokenCounter
+
+    assert row["file"] == SWE_TRACE.name and row["cut_to_tokens"] == QUICK_REAL.cut_tokens
+    counter_backend = LlamaCppBackend(resolve("qwen2.5-coder-0.5b").path, n_ctx=2048, model_name="count-only")
+    try:
+        counter = TokenCounter(counter_backend)
+        expected = load_real(SWE_TRACE, counter, QUICK_REAL.cut_tokens)
+        assert row["messages"] == len(expected.messages)
+        assert row["history_tokens"] == counter.total(expected)
+    finally:
+        counter_backend.close()
+    assert row["summarizer_prompt_tokens"] > 0 and row["prefill_s"] > 0 and row["decode_s"] > 0
+    assert row["e2e_s"]["n"] == QUICK_REAL.reps
+    answers = row["answer_at_overflow"]
+    assert answers["deterministic"]["modes"] == ["instant"] and answers["rolling_summary"]["modes"] == ["swap"]
+    for source in answers.values():  # no model call on the request path, either way
+        assert source["model_calls"] == 0 and source["seconds"]["n"] == QUICK_REAL.answer_reps
+    assert real["answer_goal_p95_s"] == OVERFLOW_GOAL_P95_S and set(real["answer_worst_p95_s"]) == set(answers)
+
     count = data["counting"]
     assert count["engine_equals_tokenizers"] and count["tokens"] > 0
     assert count["session"]["tokens"] > 0

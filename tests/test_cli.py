@@ -71,3 +71,32 @@ def test_models_lists_bundled_weights_with_sources(capsys):
 def test_info_describes_the_engine(capsys):
     data = run_json(capsys, "info", "--model", MODEL, "--json")
     assert data["engine"] == "llama.cpp" and data["architecture"] == "qwen2" and data["vocab_size"] == 151936
+
+
+
+def test_compact_announces_each_long_model_call_with_an_eta(capsys, monkeypatch):
+    """Before each summarizer call the CLI prints the exact prompt size and an ETA from the
+    measured prefill rate; --json and --quiet print no such line. The CLI wiring, on the
+    ScriptedBackend (worker/eta.py's logic is in tests/test_eta.py; a real 0.5B compaction of
+    this trajectory takes minutes on the shared 2 cores)."""
+    import re
+
+    from tests.fakes import ScriptedBackend
+
+    backends: list[ScriptedBackend] = []
+    monkeypatch.setattr("worker.cli._load_backend", lambda args, **kw: backends.append(ScriptedBackend()) or backends[-1])
+    try:
+        assert main(["compact", "--model", MODEL, "--context-limit", "12000", str(SWE)]) == 0
+        captured = capsys.readouterr()
+        lines = re.findall(r"summarizing ([\d,]+) prompt tokens \(~[^)]+ at ([\d,]+) tok/s\)\.\.\.", captured.err)
+        assert lines and all(int(rate.replace(",", "")) > 0 for _n, rate in lines)
+        prompt = re.search(r"model: (\d+) prompt tok", captured.out.strip().splitlines()[-1])
+        assert prompt is not None
+        # One line per summarizer call: together they announce exactly the prompt tokens it read.
+        assert sum(int(n.replace(",", "")) for n, _rate in lines) == int(prompt.group(1))
+        for flag in ("--json", "--quiet"):
+            assert main(["compact", "--model", MODEL, flag, "--context-limit", "12000", str(SWE)]) == 0
+            assert "prompt tokens (~" not in capsys.readouterr().err
+    finally:
+        for b in backends:
+            b.close()

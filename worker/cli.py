@@ -243,7 +243,12 @@ def cmd_compact(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     console = _console()
     t0 = time.perf_counter()
-    result = compact(session, backend, config, progress=lambda msg: console.log(msg) if not args.quiet else None)
+    model = backend
+    if config.use_model and not (args.quiet or args.json):
+        from .eta import EtaBackend
+
+        model = EtaBackend(backend, lambda line: print(line, file=sys.stderr, flush=True))
+    result = compact(session, model, config, progress=lambda msg: console.log(msg) if not args.quiet else None)
     cp = result.checkpoint
     wall = time.perf_counter() - t0
     if args.json:

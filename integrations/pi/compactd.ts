@@ -59,7 +59,7 @@ export default function (pi: ExtensionAPI) {
       if (records.length === 0) return undefined;
       await call(`/v1/sessions/${session}/messages?format=pi`, { method: "POST", body: JSON.stringify(records) },
                  COMPACT_TIMEOUT_MS, event.signal);
-      const result = await call(`/v1/sessions/${session}/compact?tail=false`, { method: "POST" },
+      const result = await call(`/v1/sessions/${session}/compact?tail=false&wait=model`, { method: "POST" },
                                 COMPACT_TIMEOUT_MS, event.signal);
       const summary: string = result.checkpoint.summary_text;
       const modified = new Set([...prep.fileOps.edited, ...prep.fileOps.written]);

@@ -25,7 +25,7 @@ from ..agents import NothingToCompact, recognize
 from ..formats._common import block_text
 from ..service.metrics import CONTENT_TYPE
 from ..service.scheduler import Job
-from ..service.service import CompactdService
+from ..service.service import WAIT_INSTANT, WAIT_JOB, WAIT_MODEL, CompactdService
 from . import chat
 from .agent_chat import agent_completion
 from .errors import ApiError, api_error_for, error_body
@@ -182,19 +182,29 @@ async def session_tokens_with_tools(session_id: str, body: SessionTokensRequest,
     return await service.tokens(session_id, body.tools)
 
 
+# `?wait=` values: the service's WAIT_MODES plus the boolean spellings clients used before
+# (`false`: a job to poll; `true`: wait for the model, as the route always did when asked to wait).
+WAIT_ALIASES = {"false": WAIT_JOB, "0": WAIT_JOB, "true": WAIT_MODEL, "1": WAIT_MODEL}
+
+
 @sessions.post("/v1/sessions/{session_id}/compact")
 async def compact_session(
     session_id: str, request: Request, service: Service,
-    wait: bool = Query(True, description="wait for the checkpoint; false: 202 with a job to poll"),
+    wait: Literal["instant", "model", "job", "true", "false", "1", "0"] = Query(
+        WAIT_INSTANT, description="instant: answer now from the ready rolling summary or the deterministic "
+                                  "checkpoint, the model's narrative follows as the next checkpoint version; "
+                                  "model (or true): wait for the model; job (or false): 202 with a job to poll"),
     context_limit: int | None = Query(None, ge=MIN_CONTEXT_LIMIT, le=MAX_CONTEXT_LIMIT),
     tail: bool = Query(True, description="false: the agent keeps its own recent turns (pi's extension): "
                                          "every message is summarized, no verbatim tail, no reference prefix"),
 ) -> Any:
-    job, extra = await service.submit_compaction(session_id, context_limit, keep_tail=tail)
-    if not wait:
+    mode = WAIT_ALIASES.get(wait, wait)
+    job, extra = await service.submit_compaction(session_id, context_limit, wait=mode, keep_tail=tail)
+    if mode == WAIT_JOB:
         return JSONResponse({"job": service.job_view(job.id), **extra}, status_code=202)
     result = await wait_for_job(request, service, job)
-    return {**result, **extra, "job_id": job.id, "checkpoint": service.checkpoint_view(session_id, "openai")}
+    checkpoint = service.checkpoint_view(session_id, "openai", version=result.get("checkpoint_version"))
+    return {**result, **extra, "job_id": job.id, "checkpoint": checkpoint}
 
 
 @sessions.get("/v1/sessions/{session_id}/checkpoint")

@@ -39,11 +39,13 @@ METRICS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "compactd_overload_rejections_total": (
         "counter", "requests answered 429 because a lane's queue was full", ("lane",)),
     "compactd_compactions_total": (
-        "counter", "committed compactions: swap (ready rolling summary) or sync (model on the critical path)",
-        ("mode",)),
+        "counter", "committed compactions: swap (ready rolling summary), instant (deterministic, refined later), "
+        "sync (model on the critical path) or refined (an instant one's narrative, in the background)", ("mode",)),
     "compactd_compaction_tokens_before_total": ("counter", "context tokens before committed compactions", ()),
     "compactd_compaction_tokens_after_total": ("counter", "context tokens after committed compactions", ()),
     "compactd_rolling_updates_total": ("counter", "background rolling-summary updates by outcome", ("status",)),
+    "compactd_refinements_total": (
+        "counter", "background refinements of instant checkpoints by outcome", ("status",)),
     "compactd_prompt_tokens_total": ("counter", "prompt tokens evaluated by the engine (cached ones excluded)", ()),
     "compactd_prompt_seconds_total": ("counter", "seconds the engine spent evaluating prompts", ()),
     "compactd_decode_tokens_total": ("counter", "tokens generated", ()),

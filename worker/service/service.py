@@ -9,13 +9,24 @@ is the `previous`). It is kept in memory, not in the checkpoint chain: the agent
 received it. A compaction at overflow then *swaps*: `compact(..., use_model=False,
 swap=True, previous=rolling)` carries the ready narrative, recomputes the ledger and work
 state for the messages since, and cuts the current tail: no model call on the critical path.
-Without a ready rolling summary the compaction runs synchronously in the foreground lane.
-A restart loses the rolling summary (the next compaction is then synchronous), nothing else.
+
+Without a ready rolling summary, what the agent gets depends on how it waits (WAIT_MODES):
+- `instant` (the default): the deterministic checkpoint (`use_model=False`: every fact section,
+  the goal from the user's words, the previous narrative carried) is committed at once, with
+  no model call on the request path; a *refinement* job in the background lane then runs the
+  synchronous path on the same snapshot and commits its result as the next version (same
+  boundary, same tail, same fact sections, the model's narrative). A later compaction, or a
+  newer version, makes a pending refinement stale: it is cancelled or dropped, never forked.
+- `model`: the compaction runs with the model in the foreground lane, and the request waits.
+- `job`: as `model`, but the request returns the job at once to poll.
+A restart loses the rolling summary and a pending refinement (the deterministic checkpoint
+stays the latest), nothing else.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,6 +45,7 @@ from .history import AroundResponse, SearchResponse
 from .intake import import_messages, offset_index_ids
 from .metrics import Metrics
 from .records import INTERRUPTED, Audit, Conflict, JobRecord, JobStatus, NotFound, PruneMarker
+from .refine import Refinements
 from .scheduler import (
     BACKGROUND_LANE,
     FOREGROUND_LANE,
@@ -49,6 +61,11 @@ DEFAULT_CONTEXT_LIMIT = 32_768  # same default as `compactd compact`
 DEFAULT_PRE_THRESHOLD = 0.60  # share of usable at which rolling summaries start
 ROLLING_DEBOUNCE_S = 2.0  # turns arrive in bursts (a call, its result, the reply): summarize after the burst
 JOB_WAIT_POLL_S = 0.2  # how often a job waiting on another one checks its own cancellation
+SUBMIT_FROM_JOB_S = 5.0  # a job thread queueing a follow-up on the event loop: the loop answers in ms
+# How a compaction request waits (see the module docstring): answered at once, after the model,
+# or not at all (a job to poll).
+WAIT_INSTANT, WAIT_MODEL, WAIT_JOB = "instant", "model", "job"
+WAIT_MODES = (WAIT_INSTANT, WAIT_MODEL, WAIT_JOB)
 # What GET /v1/jobs shows of a job, live (scheduler.Job) or stored (JobRecord) alike.
 JOB_VIEW_FIELDS = ("id", "kind", "lane", "session_id", "status", "created", "started", "finished", "error", "result")
 
@@ -98,11 +115,12 @@ class SessionState:
     rolling_base: int | None = None  # committed version the rolling summary builds on
     rolling_job: Job | None = None
     compact_job: Job | None = None
+    refine_job: Job | None = None  # the model narrative for an instant (deterministic) checkpoint
     timer: asyncio.TimerHandle | None = None
     dirty: bool = False  # turns arrived while a rolling update ran
 
 
-class CompactdService:
+class CompactdService(Refinements):
     """Sessions, counts, compactions, rolling summaries, chat generations and the views the
     HTTP routes return; the routes call nothing else."""
 
@@ -226,9 +244,12 @@ class CompactdService:
         return {"committed": result.committed, "freed_tokens": result.freed_tokens, "reason": result.reason}
 
     async def submit_compaction(self, session_id: str, context_limit: int | None = None, *,
-                                keep_tail: bool = True) -> tuple[Job, dict]:
+                                wait: str = WAIT_MODEL, keep_tail: bool = True) -> tuple[Job, dict]:
         """Prune at once, then queue the compaction in the foreground lane (or join the one
-        already queued for this session)."""
+        already queued for this session). `wait` (WAIT_MODES): `instant` answers from the ready
+        rolling summary or the deterministic checkpoint, with a background refinement."""
+        if wait not in WAIT_MODES:
+            raise ValueError(f"unknown wait mode {wait!r}")
         self.require_backend()
         self.store.session_info(session_id)  # NotFound -> 404
         if context_limit is not None:
@@ -238,12 +259,23 @@ class CompactdService:
             return st.compact_job, {"joined": True}
         prune = await asyncio.to_thread(self.prune_now, session_id)
         rolling = st.rolling_job
+        instant = wait == WAIT_INSTANT
+        if st.refine_job is not None and not st.refine_job.status.terminal:
+            # This compaction commits a newer version: the pending refinement would be stale.
+            self.scheduler.cancel(st.refine_job, "superseded by a newer compaction")
         if rolling is not None and not rolling.status.terminal:
-            self.scheduler.promote(rolling)  # an agent now waits on it: its next chunks run first
-        job = self.scheduler.submit("compact", lambda j: self._compact_job(j, session_id, rolling, keep_tail),
+            if instant:
+                # Nobody waits on it now, and our commit makes its result stale: the refinement
+                # that follows reads the same prefix (the engine's per-session KV cache).
+                self.scheduler.cancel(rolling, "superseded by an instant compaction")
+                rolling = None
+            else:
+                self.scheduler.promote(rolling)  # an agent now waits on it: its next chunks run first
+        job = self.scheduler.submit("compact",
+                                    lambda j: self._compact_job(j, session_id, rolling, instant, keep_tail),
                                     lane=FOREGROUND_LANE, session_id=session_id, preemptible=False)
         st.compact_job = job
-        return job, {"prune": prune}
+        return job, {"prune": prune, "wait": wait}
 
     def _wait_for(self, job: Job, other: Job) -> None:
         """Block this job's thread until `other` ends, staying cancellable."""
@@ -258,7 +290,7 @@ class CompactdService:
             except TimeoutError:
                 continue
 
-    def _compact_job(self, job: Job, session_id: str, rolling_job: Job | None,
+    def _compact_job(self, job: Job, session_id: str, rolling_job: Job | None, instant: bool = False,
                      keep_tail: bool = True) -> dict[str, Any]:
         t0 = time.perf_counter()
         if rolling_job is not None and not rolling_job.status.terminal:
@@ -279,8 +311,9 @@ class CompactdService:
                                       **agent_tail)
             previous = rolling
         else:
-            mode = "sync"
-            config = CompactionConfig(context_limit=limit, use_model=True, priority=job.priority, **agent_tail)
+            mode = "instant" if instant else "sync"
+            config = CompactionConfig(context_limit=limit, use_model=not instant, priority=job.priority,
+                                      **agent_tail)
             previous = committed
         assert self.counter is not None
         context_before, _ = self.counter.count(context_chat(session, committed))
@@ -288,12 +321,27 @@ class CompactdService:
         result = compact(session, backend, config, previous=previous, counter=self.counter,
                          held_tokens=context_before)
         job.check()
+        extra = {"rolling_boundary": rolling.boundary_message_id} if rolling is not None else {}
+        out = self._commit(session_id, result, version, mode, t0, extra)
+        if mode == "instant":
+            # The model's narrative for this very snapshot, queued on the event loop's thread.
+            assert self.scheduler.loop is not None
+            queued = asyncio.run_coroutine_threadsafe(
+                self._submit_refine(session_id, session, committed, version, out["checkpoint_version"],
+                                    context_before, config), self.scheduler.loop)
+            try:
+                out["refinement"] = queued.result(SUBMIT_FROM_JOB_S)
+            except concurrent.futures.TimeoutError:  # committed all the same: the answer stands
+                out["refinement"] = {"version": out["checkpoint_version"] + 1, "job_id": None, "status": "unknown"}
+        return out
+
+    def _commit(self, session_id: str, result: Any, version: int | None, mode: str, t0: float,
+                extra_audit: dict[str, Any]) -> dict[str, Any]:
+        """Store a compaction's checkpoint as the version after `version` (Conflict when that is
+        no longer the latest), its prune markers and audit; metrics; the job's result."""
         cp = result.checkpoint
         cp.version = (version or 0) + 1
-        cp.audit["mode"] = mode
-        cp.audit["summary_version"] = cp.version
-        if rolling is not None:
-            cp.audit["rolling_boundary"] = rolling.boundary_message_id
+        cp.audit.update({"mode": mode, "summary_version": cp.version, **extra_audit})
         markers = [PruneMarker(m.id, p.call_id, p.compacted_tokens)
                    for m in result.pruned_session.messages for p in m.tool_results
                    if p.compacted_at is not None and not m.compacted]
@@ -309,6 +357,7 @@ class CompactdService:
             session_id, cp.to_dict(), version, summary_tokens=cp.tokens.get("summary"),
             boundary_message_id=cp.boundary_message_id, audit=audit,
         )
+        st = self.state(session_id)
         st.rolling, st.rolling_base = None, None  # built on a version that is no longer the latest
         took = time.perf_counter() - t0
         self.metrics.inc("compactd_compactions_total", mode=mode)
@@ -340,6 +389,9 @@ class CompactdService:
             return
         if st.compact_job is not None and not st.compact_job.status.terminal:
             return  # the compaction resets the summary; the next append re-arms it
+        if st.refine_job is not None and not st.refine_job.status.terminal:
+            st.dirty = True  # the refinement commits a new version: roll on top of it afterwards
+            return
         try:
             job = self.scheduler.submit("rolling", lambda j: self._rolling_job(j, session_id),
                                         lane=BACKGROUND_LANE, session_id=session_id)
@@ -389,7 +441,7 @@ class CompactdService:
     # -- jobs, metrics -------------------------------------------------------------------
 
     def _job_changed(self, job: Job) -> None:
-        if job.kind not in ("compact", "rolling"):
+        if job.kind not in ("compact", "rolling", "refine"):
             if job.status.terminal:
                 self.metrics.inc("compactd_jobs_total", kind=job.kind, status=job.status)
             return
@@ -476,17 +528,20 @@ class CompactdService:
                 "context_limit": info.context_limit or self.config.context_limit, "messages": info.message_count,
                 "checkpoint_version": info.latest_checkpoint}
 
-    def checkpoint_view(self, session_id: str, fmt: str = "openai") -> dict[str, Any]:
-        """The latest checkpoint as the agent takes it: OpenAI messages, or Anthropic's
-        system + messages."""
+    def checkpoint_view(self, session_id: str, fmt: str = "openai", version: int | None = None) -> dict[str, Any]:
+        """The latest checkpoint (or `version`) as the agent takes it: OpenAI messages, or
+        Anthropic's system + messages."""
         stored = self.store.latest_checkpoint(session_id)
+        if version is not None and stored is not None and stored.version != version:
+            stored = next((c for c in self.store.checkpoints(session_id) if c.version == version), None)
         if stored is None:
             self.store.session_info(session_id)  # unknown session -> NotFound first
             raise NoCheckpoint(f"session {session_id!r} has no checkpoint yet")
         data = stored.data
         out: dict[str, Any] = {"session_id": session_id, "version": stored.version, "format": fmt,
                                "boundary_message_id": stored.boundary_message_id, "tokens": data.get("tokens"),
-                               "summary_text": data.get("summary_text"), "mode": data.get("audit", {}).get("mode")}
+                               "summary_text": data.get("summary_text"), "mode": data.get("audit", {}).get("mode"),
+                               "refines": data.get("audit", {}).get("refines")}
         if fmt == "anthropic":
             out.update(to_anthropic(data["messages"]))
         else:
@@ -511,6 +566,6 @@ class CompactdService:
 
 
 __all__ = [
-    "CompactdService", "JobFinished", "ModelNotReady", "NoCheckpoint", "ServiceConfig",
+    "WAIT_MODES", "CompactdService", "JobFinished", "ModelNotReady", "NoCheckpoint", "ServiceConfig",
     "context_chat",
 ]
