@@ -114,7 +114,7 @@ def compaction_runs(session: Any, backend: Any, plan: RealPlan, limit: int) -> d
         wall = time.perf_counter() - t0
         model = result.checkpoint.timings.get("model", [])
         runs.append({
-            "wall_s": round(wall, 2), "chunks": result.checkpoint.timings.get("chunks", 0),
+            "wall_s": round(wall, 2), "narrative_left_out": result.checkpoint.timings.get("narrative_left_out", 0),
             "summarizer_prompt_tokens": sum(m["prompt_tokens"] for m in model),
             "prefill_s": round(sum(m["prompt_ms"] for m in model) / 1000, 2),
             "decode_tokens": sum(m["decode_tokens"] for m in model),

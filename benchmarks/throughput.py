@@ -426,7 +426,7 @@ def _compaction_record(result: Any, wall_ms: float) -> dict[str, Any]:
     return {
         "wall_ms": round(wall_ms, 1),
         "stages_ms": cp.timings.get("stages_ms", {}),
-        "chunks": cp.timings.get("chunks", 0),
+        "narrative_left_out": cp.timings.get("narrative_left_out", 0),
         "model_calls": len(model),
         "prompt_tokens": sum(m["prompt_tokens"] for m in model),
         "cached_prompt_tokens": sum(m["cached_prompt_tokens"] for m in model),
