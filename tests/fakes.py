@@ -1,4 +1,5 @@
-"""The test doubles every test module shares: one scripted backend, one session builder.
+"""The test doubles every test module shares: one scripted backend, one session builder, and
+the small helpers around them (a real server thread for an app, a lent backend, waits).
 
 ScriptedBackend runs generations on a real EngineThread, so priorities, queueing and stream
 closing behave as with llama.cpp; only the model is replaced: one token per word or
@@ -10,14 +11,19 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import threading
 import time
 import zlib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
+
+import httpx
 
 from backends.base import GenerationStats, ModelInfo
 from backends.engine_thread import EngineThread
+from worker.formats.openai import load_messages
 from worker.session import Message, Session, TextPart, ToolCallPart, ToolResultPart
 
 WORD = re.compile(r"\w+|[^\w\s]")  # one token per word or punctuation mark
@@ -188,3 +194,125 @@ class SessionBuilder:
 
     def build(self) -> Session:
         return self.session
+
+
+HEALTH_WAIT_S = 60  # a lent backend is loaded already: the app only wraps it
+
+
+def wait_until(predicate, timeout: float = 10.0, interval: float = 0.02) -> bool:
+    """Poll `predicate` until it holds (a server not listening yet counts as not yet)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if predicate():
+                return True
+        except (OSError, httpx.TransportError):
+            pass
+        time.sleep(interval)
+    return False
+
+
+def free_port() -> int:
+    """A port nobody listens on (for "unreachable engine" checks only: servers bind port 0)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def work_session(turns: int = 6, words: int = 60, sid: str = "s"):
+    """A coding session whose size grows with `turns` (about 150 + words*2 tokens per turn)."""
+    b = SessionBuilder(sid).system("You are a coding agent.")
+    for t in range(turns):
+        b.user(f"Turn {t}: fix the failing test in src/app/module_{t}.py and keep the public API unchanged.")
+        out = " ".join(f"line{t}_{i}" for i in range(words))
+        b.tool("bash", {"command": f"pytest tests/test_module_{t}.py"},
+               f"FAILED tests/test_module_{t}.py::test_case_{t} - AssertionError: expected {t}\n{out}", is_error=True)
+        b.tool("read_file", {"path": f"src/app/module_{t}.py"}, f"def handler_{t}():\n    return {t}\n{out}")
+        b.assistant(f"Module {t}: the handler returns the wrong value; fixing it next.")
+    return b.build()
+
+
+def openai_messages(session) -> list[dict[str, Any]]:
+    from worker.formats.export import to_openai
+
+    return to_openai(session)
+
+
+class ServerThread:
+    """A real uvicorn server for an app, on 127.0.0.1, in a thread, with the config `compactd
+    serve` uses (its header and body deadlines included). It binds port 0 and reads the port
+    the kernel gave it back from its socket: no free-then-bind race with other processes."""
+
+    def __init__(self, app: Any, settings: Any = None, *, wait_health: bool = False):
+        import uvicorn
+
+        from worker.config import Settings
+        from worker.http.app import uvicorn_config
+
+        config = uvicorn_config(app, settings or Settings(), host="127.0.0.1", port=0, log_level="warning")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, name="uvicorn-test", daemon=True)
+        self.url = ""
+        self.port = 0
+        self.wait_health = wait_health  # also wait for GET /health 200 (the backend loaded)
+
+    def __enter__(self) -> ServerThread:
+        from worker.http.app import bound_url
+
+        self.thread.start()
+        if not wait_until(lambda: self.server.started, timeout=20):
+            raise RuntimeError("uvicorn did not start")
+        self.url = bound_url(self.server)
+        self.port = int(self.url.rsplit(":", 1)[1])
+        if self.wait_health and not wait_until(lambda: httpx.get(self.url + "/health").status_code == 200,
+                                               timeout=HEALTH_WAIT_S):
+            raise RuntimeError("the app's backend did not load")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=20)
+
+
+class Borrowed:
+    """A session-scoped backend lent to one app: the app's shutdown must not close it."""
+
+    def __init__(self, backend: Any):
+        self._backend = backend
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._backend, name)
+
+    def close(self) -> None:
+        pass
+
+
+def served_app(backend: Any, **settings: Any) -> ServerThread:
+    """The real compactd app (no rolling summaries unless asked) over `backend`, on a real
+    uvicorn at 127.0.0.1, port 0; entered, it has loaded its backend."""
+    from worker.config import Settings
+    from worker.http.app import create_app
+    from worker.service.store import Store
+
+    app = create_app(Settings(**{"rolling": False, **settings}), backend_loader=lambda: Borrowed(backend),
+                     store=Store(":memory:"))
+    return ServerThread(app, wait_health=True)
+
+
+SWE_TRACE = Path(__file__).resolve().parent / "fixtures" / (
+    "sweagent_marshmallow-code__marshmallow-1867.function_calling_replace_from_source.traj")
+
+
+def swe_messages() -> list[Message]:
+    """The SWE-agent trace's `history` (an OpenAI message list) as session messages."""
+    return load_messages(json.loads(SWE_TRACE.read_text())["history"]).messages
+
+
+class Builder(SessionBuilder):
+    """SessionBuilder(numbering="importer") whose user() returns the new message's id."""
+
+    def __init__(self) -> None:
+        super().__init__(numbering="importer")
+
+    def user(self, text: str) -> str:  # type: ignore[override]
+        return super().user(text).last_id

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tests.helpers import SessionBuilder
+from tests.fakes import SessionBuilder
 from worker.session import Session
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from tests.test_server_fakes import ServerThread, wait_until
+from tests.fakes import ServerThread, wait_until
 from worker.cli import LISTENING
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.fakes import ScriptedBackend
-from tests.test_server_fakes import work_session
+from tests.fakes import ScriptedBackend, work_session
 from worker.service.store import Store
 from worker.tokens import MemoryTokenCache, TokenCounter, model_key
 
@@ -84,7 +83,7 @@ def test_memory_cache_is_keyed_by_model():
 # shares by the former TokenCounter) with the bundled 0.5B: the one counter must give them.
 @pytest.mark.model
 def test_counts_match_the_former_counters_on_the_real_model(llama_backend):
-    from tests.helpers import SWE_TRACE
+    from tests.fakes import SWE_TRACE
     from worker.formats import load
 
     session = load(SWE_TRACE)

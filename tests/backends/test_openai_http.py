@@ -10,8 +10,7 @@ import pytest
 
 from backends.base import BackendError, GenerationStats, collect
 from backends.openai_http import OpenAIHttpBackend
-from tests.fakes import ScriptedBackend
-from tests.test_server_fakes import ServerThread, free_port, wait_until
+from tests.fakes import ScriptedBackend, ServerThread, free_port, wait_until
 from worker.config import Settings
 from worker.http.app import create_app
 from worker.service.store import Store

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import Builder, swe_messages
+from tests.fakes import Builder, swe_messages
 from worker.facts.ledger import (
     MAX_COMMANDS,
     MAX_FILES,

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.helpers import Builder, swe_messages
+from tests.fakes import Builder, swe_messages
 from worker.facts.ledger import extract_ledger
 from worker.facts.workstate import WorkState, derive_work_state
 from worker.pipeline.checkpoint import progress_section, render_summary

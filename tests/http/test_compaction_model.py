@@ -8,12 +8,10 @@ independent reference (transformers' rendering, llama.cpp's tokens)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import httpx
 import pytest
 
-from tests.test_server_fakes import ServerThread, wait_until, work_session
+from tests.fakes import Borrowed, ServerThread, wait_until, work_session
 from worker.config import Settings
 from worker.formats.export import to_openai
 from worker.http.app import create_app
@@ -24,25 +22,6 @@ pytestmark = pytest.mark.model
 CONTEXT_LIMIT = 6000  # usable 4500: the session below (~30k tokens) overflows it
 TURNS, OUTPUT_WORDS = 5, 500
 MODEL_WAIT_S = 900  # a generous bound for one summary on a busy 2-core CPU
-
-
-class Borrowed:
-    """The session's shared backend, lent to the app: counts generations, and the app's
-    shutdown does not close it (the fixture does)."""
-
-    def __init__(self, backend: Any):
-        self._backend = backend
-        self.generations = 0
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._backend, name)
-
-    def generate(self, *args: Any, **kwargs: Any) -> Any:
-        self.generations += 1
-        return self._backend.generate(*args, **kwargs)
-
-    def close(self) -> None:
-        pass
 
 
 def test_synchronous_compaction_over_http_with_the_model(llama_backend, reference, tmp_path):

@@ -7,16 +7,12 @@ bundled model."""
 from __future__ import annotations
 
 import json
-import threading
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.test_server_fakes import ScriptedBackend, wait_until
-from worker.config import Settings
-from worker.http.app import create_app, uvicorn_config
-from worker.service.store import Store
+from tests.fakes import ScriptedBackend, ServerThread, served_app
 
 openai = pytest.importorskip("openai")
 
@@ -25,47 +21,8 @@ USER = [{"role": "user", "content": "summarize the session"}]
 START_S = 20  # uvicorn starts in well under a second; generous for a busy 2-core machine
 
 
-class SdkServer:
-    """The app on a real uvicorn bound to 127.0.0.1 port 0; the port the OS gave is read back
-    from the listening socket (no free-then-bind race)."""
-
-    def __init__(self, app: Any):
-        import uvicorn
-
-        self.server = uvicorn.Server(uvicorn_config(app, Settings(), host="127.0.0.1", port=0, log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, name="uvicorn-sdk", daemon=True)
-        self.url = ""
-
-    def __enter__(self) -> SdkServer:
-        self.thread.start()
-        if not wait_until(lambda: self.server.started, timeout=START_S):
-            raise RuntimeError("uvicorn did not start")
-        port = self.server.servers[0].sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
-        assert wait_until(lambda: httpx.get(self.url + "/health").status_code == 200, timeout=START_S)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=START_S)
-
-
-class Borrowed:
-    """A session-scoped backend lent to one app: the app's shutdown must not close it."""
-
-    def __init__(self, backend: Any):
-        self._backend = backend
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._backend, name)
-
-    def close(self) -> None:
-        pass
-
-
-def serve(backend: Any) -> SdkServer:
-    app = create_app(Settings(rolling=False), backend_loader=lambda: backend, store=Store(":memory:"))
-    return SdkServer(app)
+def serve(backend: Any) -> ServerThread:
+    return served_app(backend)
 
 
 @pytest.fixture
@@ -199,7 +156,7 @@ REAL_MAX_TOKENS = 12  # short: two generations on a 2-core CPU
 @pytest.fixture(scope="module")
 def real_calls(llama_backend):
     """One streamed (include_usage) and one plain SDK call of the same prompt on the 0.5B."""
-    with serve(Borrowed(llama_backend)) as server:
+    with serve(llama_backend) as server:
         client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0, timeout=600)
         chunks = list(client.chat.completions.create(model="qwen", messages=REAL_MESSAGES, max_tokens=REAL_MAX_TOKENS,
                                                      stream=True, stream_options={"include_usage": True}))

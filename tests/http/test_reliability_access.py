@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.fakes import ScriptedBackend, wait_until
 from tests.test_reliability_common import LOOPBACK, LoopbackServer, assert_error_shape
-from tests.test_server_fakes import ScriptedBackend, wait_until
 from worker.cli import build_parser, main
 from worker.config import DEFAULT_HOST, Settings
 from worker.http.app import create_app

@@ -20,8 +20,8 @@ import httpx
 import pytest
 
 from backends.models import resolve
+from tests.fakes import wait_until
 from tests.test_reliability_common import ROOT, ServeProcess, record
-from tests.test_server_fakes import wait_until
 from worker.formats import load
 from worker.pipeline import CompactionConfig, compact
 from worker.service.records import INTERRUPTED

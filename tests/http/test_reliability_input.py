@@ -10,8 +10,8 @@ import sys
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.fakes import ScriptedBackend, openai_messages, wait_until, work_session
 from tests.test_reliability_common import ROOT, assert_error_shape
-from tests.test_server_fakes import ScriptedBackend, openai_messages, wait_until, work_session
 from worker.cli import main
 from worker.config import DEFAULT_MAX_BODY_BYTES, Settings
 from worker.http.app import create_app

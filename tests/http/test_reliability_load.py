@@ -21,8 +21,8 @@ from typing import Any
 
 import httpx
 
+from tests.fakes import ScriptedBackend, wait_until
 from tests.test_reliability_common import FULL, LoopbackServer, percentile, record
-from tests.test_server_fakes import ScriptedBackend, wait_until
 from worker.config import Settings
 from worker.http.app import create_app
 from worker.service.store import Store

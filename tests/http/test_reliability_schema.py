@@ -18,8 +18,8 @@ import requests
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 
+from tests.fakes import ScriptedBackend, openai_messages, wait_until, work_session
 from tests.test_reliability_common import FULL, LoopbackServer, record
-from tests.test_server_fakes import ScriptedBackend, openai_messages, wait_until, work_session
 from worker.config import Settings
 from worker.http.app import create_app
 from worker.service.store import Store

@@ -17,9 +17,8 @@ import pytest
 
 from backends.base import GenerationStats
 from backends.openai_http import OpenAIHttpBackend
-from tests.helpers import SessionBuilder
+from tests.fakes import SessionBuilder, wait_until
 from tests.test_reliability_common import ServeProcess
-from tests.test_server_fakes import wait_until
 from worker.formats import load
 from worker.formats.export import to_openai
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from tests.test_server_fakes import ScriptedBackend, ServerThread, wait_until
+from tests.fakes import ScriptedBackend, ServerThread, wait_until
 from worker.config import Settings
 from worker.http.app import create_app
 from worker.service.store import Store

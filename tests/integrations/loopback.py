@@ -7,7 +7,7 @@ logs every request body, asks once for a shell command that fails with an exact 
 forgetting), and answers everything else with a short reply. Its loops are bounded: it asks for
 the command only while no tool result is in the conversation.
 
-`CompactdServer` is the real app (real model, real pipeline) on a real uvicorn, port 0.
+`tests.fakes.served_app` is the real app (real model, real pipeline) on a real uvicorn, port 0.
 Adapted from the research stub (shared/research/agents-evidence/stub.py, issue 13).
 """
 
@@ -15,13 +15,9 @@ from __future__ import annotations
 
 import json
 import threading
-import time
-from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-
-import httpx
 
 # The failing program the stub has the agent run, and the exact line its traceback ends with.
 FAILING_PROGRAM = 'def parse(v):\n    return int(v)\n\n\nparse("4O2")\n'
@@ -39,18 +35,6 @@ COMPACTION_MARKS = (
     "Your task is to create a detailed summary of the conversation so far",  # Claude Code
     "CONTEXT CHECKPOINT COMPACTION",  # Codex's default compact prompt
 )
-
-
-def wait_until(check: Callable[[], bool], timeout: float, step: float = 0.2) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        try:
-            if check():
-                return True
-        except Exception:  # noqa: BLE001 - not up yet
-            pass
-        time.sleep(step)
-    return False
 
 
 def has_tool_result(body: dict[str, Any]) -> bool:
@@ -190,49 +174,6 @@ class StubModel:
                 ev("response.output_item.added", output_index=0, item=item),
                 ev("response.output_item.done", output_index=0, item=item),
                 ev("response.completed", response={"id": rid, "usage": usage, "output": [item]})]
-
-
-class CompactdServer:
-    """The real compactd app on uvicorn, 127.0.0.1, port 0 (read back from the socket)."""
-
-    def __init__(self, backend: Any, **settings: Any):
-        import uvicorn
-
-        from worker.config import Settings
-        from worker.http.app import create_app, uvicorn_config
-        from worker.service.store import Store
-
-        app = create_app(Settings(rolling=False, **settings), backend_loader=lambda: _Borrowed(backend),
-                         store=Store(":memory:"))
-        self.server = uvicorn.Server(uvicorn_config(app, Settings(), host="127.0.0.1", port=0, log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, name="compactd", daemon=True)
-        self.url = ""
-
-    def __enter__(self) -> CompactdServer:
-        self.thread.start()
-        if not wait_until(lambda: self.server.started, timeout=START_S):
-            raise RuntimeError("compactd did not start")
-        self.url = f"http://127.0.0.1:{self.server.servers[0].sockets[0].getsockname()[1]}"
-        if not wait_until(lambda: httpx.get(self.url + "/health").status_code == 200, timeout=START_S):
-            raise RuntimeError("compactd's model did not load")
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=START_S)
-
-
-class _Borrowed:
-    """The session-scoped backend lent to one app: the app's shutdown must not close it."""
-
-    def __init__(self, backend: Any):
-        self._backend = backend
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._backend, name)
-
-    def close(self) -> None:
-        pass
 
 
 def write_failing_program(workdir: Path) -> None:

@@ -14,8 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.fakes import ScriptedBackend
-from tests.integrations.loopback import STUB_REPLY, CompactdServer, StubModel
+from tests.fakes import ScriptedBackend, served_app
+from tests.integrations.loopback import STUB_REPLY, StubModel
 from worker.agents.claude_code import CHECKPOINT_HEADER, MAX_OUTPUT_BYTES, PRECOMPACT_HEADER, run_hook
 from worker.http.responses import COMPACT_PROMPT_START, is_compaction, session_from_input
 
@@ -79,7 +79,7 @@ def sse_events(text: str) -> list[dict]:
 def test_responses_compaction_stream_and_forwarding():
     backend = ScriptedBackend()
     body = CODEX_REQUEST["body"]
-    with StubModel() as stub, CompactdServer(backend, upstream=stub.url) as cd:
+    with StubModel() as stub, served_app(backend, upstream=stub.url) as cd:
         answer = httpx.post(cd.url + "/v1/responses", json=body, timeout=60)
         plain = {**body, "client_metadata": {}, "input": body["input"][:-1]}
         forwarded = httpx.post(cd.url + "/v1/responses", json=plain, timeout=60,
@@ -105,7 +105,7 @@ def test_responses_compaction_stream_and_forwarding():
 
 def test_responses_without_upstream_is_400():
     backend = ScriptedBackend()
-    with CompactdServer(backend) as cd:
+    with served_app(backend) as cd:
         plain = httpx.post(cd.url + "/v1/responses", json={"model": "m", "input": "hi"}, timeout=30)
     backend.close()
     assert plain.status_code == 400

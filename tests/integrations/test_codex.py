@@ -17,12 +17,12 @@ import subprocess
 
 import pytest
 
+from tests.fakes import served_app
 from tests.integrations.agents import CODEX, install
 from tests.integrations.loopback import (
     ERROR_LINE,
     FIRST_PROMPT,
     RUN_COMMAND,
-    CompactdServer,
     StubModel,
     write_failing_program,
 )
@@ -56,7 +56,7 @@ def test_codex_compaction_is_compactds(tmp_path, llama_backend):
     home.mkdir()
     work.mkdir()
     write_failing_program(work)
-    with StubModel(high_usage_after_tool=HIGH_USAGE) as stub, CompactdServer(llama_backend, upstream=stub.url) as cd:
+    with StubModel(high_usage_after_tool=HIGH_USAGE) as stub, served_app(llama_backend, upstream=stub.url) as cd:
         (home / "config.toml").write_text(CONFIG.format(limit=AUTO_COMPACT_LIMIT, url=cd.url))
         env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "CODEX_HOME": str(home),
                "COMPACTD_TEST_KEY": "loopback-only", "NO_COLOR": "1"}

@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
+from tests.fakes import free_port
 from tests.integrations.agents import PI, install
 from tests.integrations.chat_stub import REPLY, ChatStub
-from tests.test_server_fakes import free_port
 
 pytestmark = pytest.mark.model
 

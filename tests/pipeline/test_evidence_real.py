@@ -9,8 +9,7 @@
 
 from __future__ import annotations
 
-from tests.fakes import SessionBuilder
-from tests.helpers import swe_messages
+from tests.fakes import SessionBuilder, swe_messages
 from worker.facts.actions import scan_actions
 from worker.facts.ledger import extract_ledger
 from worker.facts.workstate import derive_work_state

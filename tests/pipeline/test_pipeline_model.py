@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import SessionBuilder
+from tests.fakes import SessionBuilder
 from worker.formats import load
 from worker.pipeline import CompactionConfig, CompactionRefused, compact
 from worker.pipeline.checkpoint import SECTIONS, label

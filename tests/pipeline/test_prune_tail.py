@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import SessionBuilder
+from tests.fakes import SessionBuilder
 from worker.pipeline.prune import PRUNE_MINIMUM, prune_tool_outputs
 from worker.pipeline.tail import safe_cuts, select_tail
 from worker.tokens import TokenCounter, make_budget

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import swe_messages
+from tests.fakes import swe_messages
 from worker.facts.actions import scan_actions
 from worker.facts.ledger import RULE_LINE_RE, extract_ledger
 from worker.facts.workstate import derive_work_state

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from backends.base import GenerationStats
-from tests.helpers import SessionBuilder
+from tests.fakes import SessionBuilder
 from worker.pipeline import CompactionConfig, compact
 from worker.pipeline.summarize import (
     GAP_MARK,

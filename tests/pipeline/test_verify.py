@@ -105,7 +105,7 @@ def test_chinese_goal_keeps_its_sentences():
 
 
 def test_language_detection():
-    from tests.helpers import SessionBuilder
+    from tests.fakes import SessionBuilder
 
     assert detect_language(SessionBuilder().user("请帮我修复这个错误：ModuleNotFoundError").build().messages) == "zh"
     assert detect_language(SessionBuilder().user("このエラーを直してください：ModuleNotFoundError").build().messages) == "ja"

@@ -12,7 +12,7 @@ import threading
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.test_server_fakes import ScriptedBackend, openai_messages, wait_until, work_session
+from tests.fakes import ScriptedBackend, openai_messages, wait_until, work_session
 from worker.config import Settings
 from worker.http.app import create_app
 from worker.service.store import Store

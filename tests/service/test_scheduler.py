@@ -10,7 +10,7 @@ import pytest
 
 from backends.base import collect
 from backends.engine_thread import BACKGROUND, FOREGROUND
-from tests.test_server_fakes import ScriptedBackend, wait_until
+from tests.fakes import ScriptedBackend, wait_until
 from worker.service.records import JobStatus
 from worker.service.scheduler import (
     BACKGROUND_LANE,
