@@ -24,7 +24,7 @@ the same for everyone and is not scored):
   narrative compactd's model reads (text, calls with arguments, one line per tool result),
   without the ledger's facts, the schema or verification.
 
-Key facts come from the head by rules written here, independent of worker/ledger.py: exact
+Key facts come from the head by rules written here, independent of worker/facts/ledger.py: exact
 error lines, file paths, shell commands, the user's constraints, the assistant's stated
 decisions (the last kind is a heuristic). A fact is retained when the summary contains it
 (errors and commands exactly, whitespace-normalized; paths by their last two components;
@@ -424,7 +424,7 @@ def fixture_window(path: Path, name: str, count_text: Any, narrative_target: int
     return Case(name, f"{path.name}: first {len(session.messages)} of {full} messages", session)
 
 
-# --- key facts, by rules written here (not worker/ledger.py) --------------------------------
+# --- key facts, by rules written here (not worker/facts/ledger.py) --------------------------------
 
 ERROR_CLAUSE = re.compile(r"\b[A-Z][A-Za-z]*(?:Error|Exception)\b: [^\n。！？；]*[^\s。！？；]")
 ERROR_LINE = re.compile(r"^(?:E\s{2,}\S.*|FAILED \S.*|(?:fatal|error)(?:\[\w+\])?: \S.*|npm ERR! \S.*)", re.I)
@@ -902,7 +902,7 @@ def run(quick: bool = False, out_dir: Path = RESULTS_DIR, model: str | None = No
                      "naive_cut_chars": NAIVE_CUT_CHARS, "naive_max_tokens": NAIVE_MAX_TOKENS,
                      "temperature": 0.0},
         "rules": {
-            "facts": "extracted from the head (messages compactd compacted) by benchmarks/fidelity.py, not worker/ledger.py",
+            "facts": "extracted from the head (messages compactd compacted) by benchmarks/fidelity.py, not worker/facts/ledger.py",
             "retention": "errors and commands: exact (whitespace-normalized); paths: last two components; "
                          "constraints/decisions: their identifiers (with a negation for 'do not') or >=60%/50% of content words",
             "invented": "identifier/path in the model-written text (compactd: Goal, Key Decisions, Next Steps; "

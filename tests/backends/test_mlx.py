@@ -247,7 +247,7 @@ NARRATIVE_CHAT = [
 @pytest.mark.model
 def test_json_schema_narrative_validates(backend) -> None:
     pytest.importorskip("llguidance")
-    from worker.summarize import NARRATIVE_SCHEMA
+    from worker.pipeline.summarize import NARRATIVE_SCHEMA
 
     assert backend.supports_json_schema is True
     text, stats = collect(backend.generate(NARRATIVE_CHAT, max_tokens=48, json_schema=NARRATIVE_SCHEMA))

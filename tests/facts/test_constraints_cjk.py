@@ -49,3 +49,14 @@ def test_a_long_message_keeps_its_japanese_rule_line_when_cut():
     text = "リリース前の確認です。\n" + filler[:1200] + "\n" + JA_RULE_2 + "\n" + filler[1200:] + "\n以上です。"
     cut = condense_user_message(text, 600)
     assert JA_RULE_2 in cut and "リリース前の確認です。" in cut and len(cut) < len(text)
+
+
+def test_a_request_phrased_as_a_question_is_still_a_request():
+    """codex-simonw's only prompt: "can you analyse the MD files …?" asks for work, and its answer
+    is that work; "did you push?" only asks."""
+    from worker.facts.ledger import is_question
+
+    assert not is_question("can you analyse the MD files in this directory and determine if the info we have is "
+                           "clear enough to start planning the migration?")
+    assert not is_question("Could you add a test for parse()?")
+    assert is_question("did you push?")

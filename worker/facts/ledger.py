@@ -61,6 +61,8 @@ CHITCHAT_RE = re.compile(
 )
 QUESTION_MAX_CHARS = 160  # one question; a longer message carries more than the question
 QUESTION_ENDINGS = ("?", "？", "か", "か。", "吗", "吗。", "까", "까요")
+# "can you analyse …?", "could you add a test?": a request in a question's clothes, not a question.
+REQUEST_OPENER_RE = re.compile(r"^(?:(?:can|could|would|will) you|please|pls|请|麻烦)\b", re.IGNORECASE)
 CHITCHAT_PUNCT = " \t.,!?;:~…-，。！？；：、"
 # `test/x_test.exs:728` is run as `mix test test/x_test.exs`
 TEST_ID_LINE_RE = re.compile(r":\d+$")
@@ -296,7 +298,8 @@ def is_user_instruction(msg: Message) -> bool:
 def is_question(text: str) -> bool:
     """A short message that only asks ("did you push?", "テストは通った？"): no rule in it."""
     flat = " ".join(text.split())
-    return len(flat) <= QUESTION_MAX_CHARS and flat.endswith(QUESTION_ENDINGS) and not RULE_LINE_RE.search(flat)
+    return (len(flat) <= QUESTION_MAX_CHARS and flat.endswith(QUESTION_ENDINGS) and not RULE_LINE_RE.search(flat)
+            and not REQUEST_OPENER_RE.match(flat))
 
 
 def answered_question(messages: list[Message], pos: int) -> bool:
