@@ -188,7 +188,14 @@ def _items(messages: list[Message], count: Callable[[str], int]) -> list[_Item]:
     for i, m in enumerate(messages):
         if m.compacted:
             continue
+        # What a harness injected into a user turn (AGENTS.md, reminders, environment) is no task:
+        # the model reads only the user's own words there (the ledger still mines the rest).
+        harness = m.role == "user" and (bool(m.meta.get("injected")) or isinstance(m.meta.get("user_text"), str))
+        if harness and m.user_text.strip():
+            items.append(_Item(i, 0, USER, f"[user] {bounded(m.user_text.strip(), USER_VERBATIM_TOKENS, count)}"))
         for j, p in enumerate(m.parts):
+            if isinstance(p, TextPart) and harness:
+                continue
             if isinstance(p, TextPart) and p.text.strip():
                 user = m.role == "user"
                 limit = USER_VERBATIM_TOKENS if user else ASSISTANT_MAX_TOKENS
