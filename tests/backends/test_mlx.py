@@ -442,7 +442,7 @@ def test_compaction_on_mlx_uses_the_model(backend) -> None:
     result = compact(session, backend, config)
     cp = result.checkpoint
     s = result.summarize
-    assert s is not None and s.chunks == len(s.stats) == 1
+    assert s is not None and len(s.stats) == 1  # one model call: the bounded input needs no folding
     assert 1 <= s.stats[0].decode_tokens <= MLX_MAX_NEW_TOKENS
     assert cp.verification["fallback"] == "", s.raw_outputs  # MLX's own narrative, not the fallback
     assert s.narrative.goal and s.narrative.goal in cp.summary_text
