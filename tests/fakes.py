@@ -275,13 +275,19 @@ class ServerThread:
 
 
 class Borrowed:
-    """A session-scoped backend lent to one app: the app's shutdown must not close it."""
+    """A session-scoped backend lent to one app: the app's shutdown must not close it. It counts
+    the generations the app started through it."""
 
     def __init__(self, backend: Any):
         self._backend = backend
+        self.generations = 0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._backend, name)
+
+    def generate(self, *args: Any, **kwargs: Any) -> Any:
+        self.generations += 1
+        return self._backend.generate(*args, **kwargs)
 
     def close(self) -> None:
         pass

@@ -42,7 +42,7 @@ def test_synchronous_compaction_over_http_with_the_model(llama_backend, referenc
             assert status["tokens"] == reference.chat_tokens(original)
             assert backend.generations == 0  # rolling is off: nothing ran in the background
 
-            r = client.post("/v1/sessions/swe/compact")  # waits for the result
+            r = client.post("/v1/sessions/swe/compact", params={"wait": "model"})  # waits for the model
             assert r.status_code == 200, r.text
             body = r.json()
             assert body["mode"] == "sync" and body["checkpoint_version"] == 1
