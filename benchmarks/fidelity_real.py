@@ -52,6 +52,9 @@ BASELINE_CONTEXTS = (32_000,)  # the model baselines' sizes (see the docstring: 
 TOOL_RESULT_CUT = 2_000  # opencode and pi cut each tool result at 2,000 characters for their summarizer
 PROMPT_MARGIN = 128  # tokens kept free in the baseline window for the chat template and wrappers
 PREVIOUS_SHARE = 0.5  # the agent's previous summary takes at most this share of the baseline window
+# Model steps that would start after this are skipped and listed per transcript: ~60 model
+# calls of the 1.5B would take 3+ hours on 2 cores.
+MODEL_TIME_CAP_S = 80 * 60
 QUICK_CASE = "sweagent_marshmallow-code__marshmallow-1867.function_calling_replace_from_source"  # the smallest (28 messages)
 QUICK_CONTEXTS = (8_000, 32_000)  # quick: no-model at both sizes
 QUICK_MODEL_CONTEXT = 8_000  # quick: one model run (the 0.5B) at the small size
@@ -204,13 +207,12 @@ def _summary_index(run: dict[str, Any]) -> int:
 # --- one transcript --------------------------------------------------------------------------
 
 
-def run_case(case: RealCase, backend: Any, plan: list[tuple[int, bool]], baseline_contexts: tuple[int, ...],
-             max_new_tokens: int) -> dict[str, Any]:
+def open_case(case: RealCase, counter: Any) -> tuple[dict[str, Any], Any, list[Any]]:
+    """The transcript's record (sizes, fact counts, the agent's own summary scored), its session
+    and the facts from before the agent's summary."""
     from worker.formats import load
-    from worker.tokens import TokenCounter
 
     session = load(case.fixture)
-    counter = TokenCounter(backend)
     summary_facts = [f for f in case.facts if f.before_agent_summary]
     agent_text = agent_summary_text(case)
     out: dict[str, Any] = {
@@ -221,16 +223,26 @@ def run_case(case: RealCase, backend: Any, plan: list[tuple[int, bool]], baselin
         "agent_summary": None if agent_text is None else {
             "where": case.summary_where, "note": case.summary_note, "chars": len(agent_text),
             "score": score_text(agent_text, summary_facts), "text": agent_text},
-        "runs": [], "baselines": {},
+        "runs": [], "baselines": {}, "skipped": [],
     }
-    for context_limit, use_model in plan:
-        run = run_compactd(session, backend, counter, context_limit, use_model, max_new_tokens, case, summary_facts)
-        if use_model and context_limit in baseline_contexts and "score" in run:
-            out["baselines"][str(context_limit)] = run_baselines(case, session, backend, run, max_new_tokens,
-                                                                 summary_facts)
-        run.pop("checkpoint_messages", None)
-        out["runs"].append(run)
-    return out
+    return out, session, summary_facts
+
+
+def run_step(case: RealCase, out: dict[str, Any], session: Any, summary_facts: list[Any], backend: Any,
+             counter: Any, context_limit: int, use_model: bool, with_baselines: bool, max_new_tokens: int) -> None:
+    """One compaction of one transcript at one size (and the baselines on its head)."""
+    run = run_compactd(session, backend, counter, context_limit, use_model, max_new_tokens, case, summary_facts)
+    if with_baselines and "score" in run:
+        out["baselines"][str(context_limit)] = run_baselines(case, session, backend, run, max_new_tokens,
+                                                             summary_facts)
+    run.pop("checkpoint_messages", None)
+    out["runs"].append(run)
+
+
+def step_order(plan: list[tuple[int, bool]]) -> list[tuple[int, bool]]:
+    """No-model steps first (seconds), then model steps from the largest context down: the goals
+    are set at 32k, so when the time cap cuts a full run it cuts the 8k model runs."""
+    return sorted(plan, key=lambda step: (step[1], -step[0]))
 
 
 # --- pooled figures --------------------------------------------------------------------------
@@ -338,7 +350,20 @@ def run_real(backend: Any, quick: bool = False, no_model: bool = False,
         plan = [(ctx, use) for ctx in CONTEXTS for use in ((False,) if no_model else (False, True))]
         baseline_contexts = () if no_model else BASELINE_CONTEXTS
         max_new_tokens = max_new_tokens or MAX_NEW_TOKENS
-    results = [run_case(c, backend, plan, baseline_contexts, max_new_tokens) for c in cases]
+    from worker.tokens import TokenCounter
+
+    counter = TokenCounter(backend)
+    opened = [(c, *open_case(c, counter)) for c in cases]
+    deadline = t0 + (MODEL_TIME_CAP_S if not quick else 10**9)
+    for context_limit, use_model in step_order(plan):
+        for case, out, session, summary_facts in opened:
+            if use_model and time.monotonic() > deadline:
+                out["skipped"].append({"context_limit": context_limit, "mode": "model",
+                                       "reason": f"time cap ({MODEL_TIME_CAP_S // 60} min) reached"})
+                continue
+            run_step(case, out, session, summary_facts, backend, counter, context_limit, use_model,
+                     use_model and context_limit in baseline_contexts, max_new_tokens)
+    results = [out for _c, out, _s, _f in opened]
     real = {
         "model": backend.info().model_name, "quick": quick, "no_model_only": no_model,
         "settings": {"contexts": sorted({ctx for ctx, _ in plan}), "model_contexts": sorted({c for c, u in plan if u}),

@@ -11,12 +11,18 @@ tests/fixtures (tests/fixtures/NOTICE.md names the ten and their sources):
   (the deterministic checkpoint; its background refinement is cancelled so reps stay
   independent) and with one (a swap of the summary computed once, beforehand). Goal: p95 < 2 s.
 
+Its own benchmark (`compactd bench real_sessions`, `python -m benchmarks.real_sessions`), one
+process with one model, so its peak RSS is what one compactd with the default 1.5B holds during
+real compactions (issue 15's memory goal), and it can run without the synthetic throughput
+sections. Writes real_sessions.json and real_sessions.png.
+
 --quick: the SWE-agent trajectory cut to its first QUICK_HISTORY_TOKENS tokens (still real
-turns), one run, a few service reps. Called from throughput.run; see RESULTS.md.
+turns), one run, a few service reps, the 0.5B. See RESULTS.md.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import sys
 import time
@@ -24,7 +30,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import FIXTURES, SWE_TRACE, percentile
+from benchmarks._common import (
+    FIXTURES,
+    N_THREADS,
+    RESULTS_DIR,
+    SWE_TRACE,
+    machine_info,
+    peak_rss_mb,
+    percentile,
+    wait_for_quiet,
+    write_json,
+)
 
 # The ten third-party transcripts of tests/fixtures/NOTICE.md (the synthetic opencode export
 # and nothing else left out).
@@ -41,6 +57,7 @@ REAL_TRANSCRIPTS = (
     "opencode-darkfactory_ses_39b7f9e89ffe7J0WzLzYrUt4eW.json",
 )
 QUICK_HISTORY_TOKENS = 6000  # the quick cut of the SWE trajectory (~19 of its 28 messages): one short 0.5B compaction
+REAL_TIME_CAP_S = 60 * 60  # transcripts that would start after this many minutes are skipped (listed)
 OVERFLOW_GOAL_P95_S = 2.0  # issue 15: an agent at overflow is answered within this, with or without a summary
 
 
@@ -51,11 +68,15 @@ class RealPlan:
     answer_reps: int  # service answers per transcript and source
     cut_tokens: int | None  # quick: keep only the first this many tokens of the first file
     max_new_tokens: int
+    model: str
 
 
-FULL_REAL = RealPlan(files=REAL_TRANSCRIPTS, reps=2, answer_reps=5, cut_tokens=None, max_new_tokens=700)
+# One cold compaction per transcript: a 1.5B compaction costs minutes on 2 cores, so a second
+# rep doubles a run that already takes ~40 min; the service answers (milliseconds) get the reps.
+FULL_REAL = RealPlan(files=REAL_TRANSCRIPTS, reps=1, answer_reps=5, cut_tokens=None, max_new_tokens=700,
+                     model="qwen2.5-coder-1.5b")
 QUICK_REAL = RealPlan(files=(SWE_TRACE.name,), reps=1, answer_reps=3, cut_tokens=QUICK_HISTORY_TOKENS,
-                      max_new_tokens=128)
+                      max_new_tokens=128, model="qwen2.5-coder-0.5b")
 
 
 def _say(msg: str) -> None:
@@ -202,4 +223,98 @@ def _limit_at_overflow(history: int) -> int:
     return limit_for(history)
 
 
-__all__ = ["FULL_REAL", "QUICK_REAL", "REAL_TRANSCRIPTS", "RealPlan", "run_real"]
+def headline(real: dict[str, Any]) -> str:
+    done = [s for s in real["sessions"] if "e2e_s" in s]
+    e2e = ", ".join(f"{s['history_tokens'] // 1000}k {s['e2e_s']['p50']:.0f}s" for s in done) or "none"
+    worst = real["answer_worst_p95_s"]
+    prompt = max((s["summarizer_prompt_tokens"] for s in done), default=0)
+    return (f"{real['model']}: compaction {e2e}; summarizer prompt <= {prompt} tokens; answer at overflow p95 "
+            f"(worst): {worst.get('deterministic')} s without, {worst.get('rolling_summary')} s with a ready "
+            f"rolling summary; peak RSS {real['peak_rss_mb']:.0f} MB")
+
+
+def plot(result: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    done = [s for s in result["sessions"] if "e2e_s" in s]
+    fig, axes = plt.subplots(1, 2, figsize=(14, 5))
+    ax = axes[0]
+    xs = [s["history_tokens"] / 1000 for s in done]
+    ax.plot(xs, [s["e2e_s"]["p50"] for s in done], "o", label="end to end")
+    ax.plot(xs, [s["prefill_s"] for s in done], "s", label="prefill")
+    ax.plot(xs, [s["decode_s"] for s in done], "^", label="decode")
+    for s, x in zip(done, xs, strict=True):
+        ax.annotate(s["file"][:14], (x, s["e2e_s"]["p50"]), fontsize=7)
+    ax.set_xscale("log")
+    ax.set_xlabel("history tokens (thousands, real transcripts)")
+    ax.set_ylabel("seconds")
+    ax.set_title(f"compaction at overflow, {result['model']}, cold")
+    ax.legend(fontsize=8)
+
+    ax = axes[1]
+    answered = [s for s in done if "answer_at_overflow" in s]
+    ix = range(len(answered))
+    for off, src, label in ((-0.2, "deterministic", "no rolling summary"), (0.2, "rolling_summary", "ready summary")):
+        ax.bar([i + off for i in ix], [s["answer_at_overflow"][src]["seconds"]["p95"] for s in answered], 0.4,
+               label=label)
+    ax.axhline(result["answer_goal_p95_s"], color="red", ls=":", label=f"goal p95 < {result['answer_goal_p95_s']} s")
+    ax.set_xticks(list(ix), [s["file"][:14] for s in answered], rotation=30, ha="right", fontsize=7)
+    ax.set_ylabel("seconds (p95)")
+    ax.set_title("time to an answer at overflow, in the service")
+    ax.legend(fontsize=8)
+    fig.suptitle(f"compactd real sessions — {result['machine']['cpu_model']}, {N_THREADS} threads, "
+                 f"{result['machine']['date'][:10]}, {result['machine']['git_commit_short']}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def run(quick: bool = False, out_dir: Path = RESULTS_DIR) -> dict[str, Any]:
+    from backends.llama_cpp import LlamaCppBackend
+    from backends.models import resolve
+    from benchmarks.throughput import N_BATCH, N_CTX
+
+    t_start = time.monotonic()
+    plan = QUICK_REAL if quick else FULL_REAL
+    quiet = wait_for_quiet(max_wait_s=0 if quick else 180, say=_say)
+    machine = machine_info()
+    backend = LlamaCppBackend(resolve(plan.model).path, n_ctx=N_CTX, n_threads=N_THREADS, n_batch=N_BATCH,
+                              model_name=plan.model)
+    try:
+        real = run_real(backend, plan, time.monotonic() + REAL_TIME_CAP_S)
+    finally:
+        backend.close()
+    result: dict[str, Any] = {
+        "benchmark": "real_sessions", "quick": quick, "machine": machine, "load": quiet, "threads": N_THREADS,
+        "plan": {"files": list(plan.files), "reps": plan.reps, "answer_reps": plan.answer_reps,
+                 "cut_tokens": plan.cut_tokens, "max_new_tokens": plan.max_new_tokens,
+                 "time_cap_s": REAL_TIME_CAP_S},
+        **real,
+        "model": plan.model,
+        # One process, one model: what a compactd with this model holds at its peak while compacting
+        # these transcripts (the loaded weights, the KV cache, the sessions and their counts).
+        "peak_rss_mb": round(peak_rss_mb(), 1),
+    }
+    result["headline"] = headline(result)
+    result["elapsed_s"] = round(time.monotonic() - t_start, 1)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_json(out_dir / "real_sessions.json", result)
+    plot(result, out_dir / "real_sessions.png")  # after the JSON: a plotting bug never loses the numbers
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="a 6k-token cut of the SWE trace, the 0.5B (~1-2 min)")
+    ap.add_argument("--out", type=Path, default=RESULTS_DIR)
+    args = ap.parse_args(argv)
+    result = run(quick=args.quick, out_dir=args.out)
+    print(result["headline"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

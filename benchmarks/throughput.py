@@ -13,9 +13,6 @@ tok/s by engine, compactd vs raw llama-cpp-python). Sections:
   the KV cache at the context in use), and measured decode as a share of that bound.
 - latency_curve: end-to-end `compact()` as a synthetic agent history grows (4k -> 64k tokens),
   cold (fresh cache key, fresh counter); stage split and summarizer prompt size per point.
-- real_sessions (benchmarks/real_sessions.py): the real transcripts of tests/fixtures, per
-  transcript history and summarizer prompt tokens, prefill/decode time, e2e p50/p95, and the
-  time to an answer at overflow in the service with and without a ready rolling summary.
 - successive: 10 compactions of one growing session (each at overflow, each building on the
   previous checkpoint): p50/p95.
 - prefix_and_swap: KV prefix reuse (same session key, warm) vs cold on the same input, and the
@@ -63,7 +60,6 @@ N_CTX = 8192  # compactd's default engine context (the summarizer window)
 N_BATCH = 512  # compactd's default batch; the raw call gets the same
 KV_BYTES_PER_ELEMENT = 2  # llama.cpp's default f16 K and V cache
 FULL_TIME_CAP_S = 40 * 60  # curve points that would start after this are skipped (a quiet run: ~40 min)
-REAL_TIME_CAP_S = 30 * 60  # real transcripts that would start after this many minutes of them are skipped
 SWAP_REPS = 5  # a swap is milliseconds: repeat it for a p50/p95
 MLX_MAX_TOKENS = 8  # Linux CPU MLX decodes ~1-3 tok/s: a few tokens give the rate
 BANDWIDTH_THREADS = (1, 2)
@@ -752,15 +748,12 @@ def headline(result: dict[str, Any]) -> str:
     curve = ", ".join(f"{p['history_tokens'] // 1000}k {p['e2e_s']['p50']:.0f}s" for p in pts) or "no curve points"
     ps = result["prefix_and_swap"]
     succ = result["successive"]["e2e_s"]
-    worst = result["real_sessions"]["answer_worst_p95_s"]
     return (
         f"{cmp_['model']}: prompt {med['prompt_tps']:.0f} tok/s, decode {med['decode_tps']:.1f} tok/s "
         f"(compactd/raw {ratio['prompt_tps']}/{ratio['decode_tps']}, TTFT x{ratio['ttft_ms']}); "
         f"decode = {bw['decode_share_of_bound']:.0%} of the {bw['read_gb_per_s_best']} GB/s bound; "
         f"compaction {curve}; {succ['n']} successive p50/p95 {succ['p50']}/{succ['p95']}s, "
-        f"swap p50 {ps['swap']['e2e_ms']['p50']:.0f} ms vs sync {ps['sync_cold_s']:.1f}s ({ps['model']}); "
-        f"answer at overflow p95 (real sessions, worst): {worst.get('deterministic')} s without, "
-        f"{worst.get('rolling_summary')} s with a ready rolling summary"
+        f"swap p50 {ps['swap']['e2e_ms']['p50']:.0f} ms vs sync {ps['sync_cold_s']:.1f}s ({ps['model']})"
     )
 
 
@@ -823,12 +816,6 @@ def run(quick: bool = False, out_dir: Path = RESULTS_DIR) -> dict[str, Any]:
         deadline = t_measure + (FULL_TIME_CAP_S if not quick else 10**9)
         points, capped = latency_curve(main_backend, plan, deadline)
         memory["after_curve_rss_mb"] = current_rss_mb()
-
-        from benchmarks.real_sessions import FULL_REAL, QUICK_REAL, run_real
-
-        _say("real sessions")
-        real = run_real(main_backend, QUICK_REAL if quick else FULL_REAL, time.monotonic() + REAL_TIME_CAP_S)
-        memory["after_real_sessions_rss_mb"] = current_rss_mb()
     finally:
         main_backend.close()
         if fast_backend is not main_backend:
@@ -873,7 +860,6 @@ def run(quick: bool = False, out_dir: Path = RESULTS_DIR) -> dict[str, Any]:
         "bandwidth": bw,
         "latency_curve": {"model": plan.model, "points": points, "capped": capped,
                           "session": f"synthetic agent turns ({BIG_TURN}), cold key and counter per run"},
-        "real_sessions": real,
         "successive": succ,
         "prefix_and_swap": swap,
         "counting": count,

@@ -1,4 +1,4 @@
-"""Smoke test of the throughput and fidelity benchmarks in quick mode (the bundled 0.5B): they
+"""Smoke test of the throughput, real-sessions and fidelity benchmarks in quick mode (the bundled 0.5B): they
 run, write their JSON and PNG, and hold sane numbers. Benchmarks measure; nothing here
 asserts a timing. The real set's scorer and baseline input are checked without a model."""
 
@@ -52,12 +52,25 @@ def test_throughput_quick(tmp_path: Path) -> None:
     assert ps["kv_prefix"]["warm"]["cached_prompt_tokens"] > ps["kv_prefix"]["cold"]["cached_prompt_tokens"]
     assert all(r["model_calls"] == 0 for r in ps["swap"]["runs"])  # a swap never calls the model
 
-    real = data["real_sessions"]
+    count = data["counting"]
+    assert count["engine_equals_tokenizers"] and count["tokens"] > 0
+    assert count["session"]["tokens"] > 0
+    assert data["memory"]["peak_rss_mb"] > 0
+
+
+@pytest.mark.model
+def test_real_sessions_quick(tmp_path: Path) -> None:
+    pytest.importorskip("llama_cpp")
+    from benchmarks import real_sessions
+    from benchmarks.real_sessions import OVERFLOW_GOAL_P95_S, QUICK_REAL, load_real
+
+    real_sessions.run(quick=True, out_dir=tmp_path)
+    real = _outputs(tmp_path, "real_sessions")
+    assert real["threads"] == 2 and real["model"] == QUICK_REAL.model and real["peak_rss_mb"] > 0
     (row,) = real["sessions"]
     from backends.llama_cpp import LlamaCppBackend
     from backends.models import resolve
     from benchmarks._common import SWE_TRACE
-    from benchmarks.real_sessions import OVERFLOW_GOAL_P95_S, QUICK_REAL, load_real
     from worker.tokens import TokenCounter
 
     assert row["file"] == SWE_TRACE.name and row["cut_to_tokens"] == QUICK_REAL.cut_tokens
@@ -77,10 +90,6 @@ def test_throughput_quick(tmp_path: Path) -> None:
         assert source["model_calls"] == 0 and source["seconds"]["n"] == QUICK_REAL.answer_reps
     assert real["answer_goal_p95_s"] == OVERFLOW_GOAL_P95_S and set(real["answer_worst_p95_s"]) == set(answers)
 
-    count = data["counting"]
-    assert count["engine_equals_tokenizers"] and count["tokens"] > 0
-    assert count["session"]["tokens"] > 0
-    assert data["memory"]["peak_rss_mb"] > 0
 
 
 @pytest.mark.model
@@ -112,7 +121,7 @@ def test_fidelity_quick(tmp_path: Path) -> None:
 def _check_real(real: dict[str, Any]) -> None:
     """The quick real set: the smallest transcript, no-model at both sizes and one 0.5B run;
     every completed run's per-kind score is what the scorer gives on the checkpoint text written."""
-    from benchmarks.fidelity_real import QUICK_CASE, QUICK_CONTEXTS, QUICK_MODEL_CONTEXT
+    from benchmarks.fidelity_real import QUICK_CASE, QUICK_CONTEXTS, QUICK_MODEL_CONTEXT, step_order
     from benchmarks.real_facts import KINDS, load_cases, score_text
 
     (case,) = real["cases"]
@@ -120,7 +129,10 @@ def _check_real(real: dict[str, Any]) -> None:
     facts = next(c for c in load_cases() if c.name == QUICK_CASE).facts
     assert case["facts"] == {k: sum(1 for f in facts if f.kind == k) for k in KINDS}
     plan = [(r["context_limit"], r["mode"]) for r in case["runs"]]
-    assert plan == [(ctx, "no-model") for ctx in QUICK_CONTEXTS] + [(QUICK_MODEL_CONTEXT, "model")]
+    steps = step_order([(ctx, False) for ctx in QUICK_CONTEXTS] + [(QUICK_MODEL_CONTEXT, True)])
+    assert plan == [(ctx, "model" if use else "no-model") for ctx, use in steps]
+    assert [use for _ctx, use in steps] == [False, False, True]  # no-model steps first: a time cap cuts model runs
+    assert case["skipped"] == []
     assert not any(r.get("failed") for r in case["runs"])  # refused or scored, never an exception
     completed = [r for r in case["runs"] if not r["refused"]]
     assert any(r["mode"] == "no-model" for r in completed)
