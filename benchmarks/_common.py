@@ -135,6 +135,27 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
     path.write_text(json.dumps(data, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
 
 
+def save_figure(fig: Any, path: Path, title: str) -> None:
+    """One look for every benchmark's PNG: its title (what ran, where, at which commit), saved, closed."""
+    import matplotlib.pyplot as plt
+
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def figure_title(name: str, machine: dict[str, Any], threads: int | None = None) -> str:
+    cores = f", {threads} threads" if threads else ""
+    return f"compactd {name} — {machine['cpu_model']}{cores}, {machine['date'][:10]}, {machine['git_commit_short']}"
+
+
+def write_outputs(result: dict[str, Any], out_dir: Path, name: str, plot: Any) -> None:
+    """NAME.json, then NAME.png: the JSON first, so a plotting bug never loses the numbers."""
+    write_json(out_dir / f"{name}.json", result)
+    plot(result, out_dir / f"{name}.png")
+
+
 # --- weights read per decoded token ------------------------------------------------------
 
 

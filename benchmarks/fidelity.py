@@ -51,10 +51,12 @@ from benchmarks._common import (
     PI_TRACE,
     RESULTS_DIR,
     SWE_TRACE,
+    figure_title,
     machine_info,
     peak_rss_mb,
+    save_figure,
     wait_for_quiet,
-    write_json,
+    write_outputs,
 )
 
 N_CTX = 8192  # compactd's default summarizer window; the baselines get the same engine
@@ -839,11 +841,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
     ax2.set_ylim(0, top * 1.25)
     ax2.set_xticks(list(xs), ["invented\nidentifiers", "pending work\ncalled done", "over summary\nbudget"], fontsize=8)
     ax2.set_title("errors (counts, all inputs)")
-    fig.suptitle(f"compactd fidelity — {result['machine']['cpu_model']}, {result['machine']['date'][:10]}, "
-                 f"{result['machine']['git_commit_short']}", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, figure_title("fidelity", result["machine"]))
 
 
 def headline(result: dict[str, Any]) -> str:
@@ -919,10 +917,8 @@ def run(quick: bool = False, out_dir: Path = RESULTS_DIR, model: str | None = No
     }
     result["headline"] = headline(result) + "\n  " + real["headline"]
     result["elapsed_s"] = round(time.monotonic() - t_start, 1)
-    write_json(out_dir / "fidelity.json", result)
-    plot(result, out_dir / "fidelity.png")  # after the JSON: a plotting bug never loses the numbers
-    plot_real(real, out_dir / "fidelity_real.png", f"compactd fidelity, real set — {model}, {machine['date'][:10]}, "
-              f"{machine['git_commit_short']}")
+    write_outputs(result, out_dir, "fidelity", plot)
+    plot_real(real, out_dir / "fidelity_real.png", figure_title(f"fidelity, real set, {model}", machine))
     return result
 
 

@@ -37,7 +37,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import N_THREADS, RESULTS_DIR, machine_info, peak_rss_mb, write_json
+from benchmarks._common import (
+    N_THREADS,
+    RESULTS_DIR,
+    figure_title,
+    machine_info,
+    peak_rss_mb,
+    save_figure,
+    write_json,
+)
 from benchmarks.real_facts import (
     KINDS,
     RealCase,
@@ -317,10 +325,7 @@ def plot(real: dict[str, Any], path: Path, title: str) -> None:
         axis.set_title(heading, fontsize=9)
         axis.legend(fontsize=6)
     ax.set_ylabel("expected facts kept")
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, title)
 
 
 def headline(real: dict[str, Any]) -> str:
@@ -402,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {"benchmark": "fidelity-real", "machine": machine_info(), "quick": args.quick, **real,
               "peak_rss_mb": peak_rss_mb()}
     write_json(args.out / "fidelity_real.json", result)
-    plot(real, args.out / "fidelity_real.png", f"compactd fidelity, real set — {model}")
+    plot(real, args.out / "fidelity_real.png", figure_title(f"fidelity, real set, {model}", result["machine"]))
     print(real["headline"])
     return 0
 

@@ -35,11 +35,13 @@ from benchmarks._common import (
     N_THREADS,
     RESULTS_DIR,
     SWE_TRACE,
+    figure_title,
     machine_info,
     peak_rss_mb,
     percentile,
+    save_figure,
     wait_for_quiet,
-    write_json,
+    write_outputs,
 )
 
 # The ten third-party transcripts of tests/fixtures/NOTICE.md (the synthetic opencode export
@@ -265,11 +267,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
     ax.set_ylabel("seconds (p95)")
     ax.set_title("time to an answer at overflow, in the service")
     ax.legend(fontsize=8)
-    fig.suptitle(f"compactd real sessions — {result['machine']['cpu_model']}, {N_THREADS} threads, "
-                 f"{result['machine']['date'][:10]}, {result['machine']['git_commit_short']}", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, figure_title("real sessions", result["machine"], N_THREADS))
 
 
 def run(quick: bool = False, out_dir: Path = RESULTS_DIR) -> dict[str, Any]:
@@ -300,9 +298,7 @@ def run(quick: bool = False, out_dir: Path = RESULTS_DIR) -> dict[str, Any]:
     }
     result["headline"] = headline(result)
     result["elapsed_s"] = round(time.monotonic() - t_start, 1)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_json(out_dir / "real_sessions.json", result)
-    plot(result, out_dir / "real_sessions.png")  # after the JSON: a plotting bug never loses the numbers
+    write_outputs(result, out_dir, "real_sessions", plot)
     return result
 
 

@@ -48,12 +48,14 @@ from benchmarks._common import (
     PI_TRACE,
     RESULTS_DIR,
     SWE_TRACE,
+    figure_title,
     machine_info,
     peak_rss_mb,
     percentile,
+    save_figure,
     wait_for_quiet,
     weight_bytes,
-    write_json,
+    write_outputs,
 )
 
 N_CTX = 8192  # compactd's default engine context (the summarizer window)
@@ -732,11 +734,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
     ax.set_title(f"same prompt ({result['summarize_vs_raw']['prompt_tokens']} tok), "
                  f"{result['summarize_vs_raw']['model']}\nbest of reps: compactd vs raw llama-cpp-python", fontsize=10)
     ax.legend(fontsize=8)
-    fig.suptitle(f"compactd throughput — {result['machine']['cpu_model']}, {N_THREADS} threads, "
-                 f"{result['machine']['date'][:10]}, {result['machine']['git_commit_short']}", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, figure_title("throughput", result["machine"], N_THREADS))
 
 
 def headline(result: dict[str, Any]) -> str:
@@ -868,9 +866,7 @@ def run(quick: bool = False, out_dir: Path = RESULTS_DIR) -> dict[str, Any]:
     }
     result["headline"] = headline(result)
     result["elapsed_s"] = round(time.monotonic() - t_start, 1)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_json(out_dir / "throughput.json", result)
-    plot(result, out_dir / "throughput.png")  # after the JSON: a plotting bug never loses the numbers
+    write_outputs(result, out_dir, "throughput", plot)
     return result
 
 

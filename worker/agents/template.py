@@ -76,25 +76,25 @@ def _progress(section: Section | None, headings: dict[str, str], marks: dict[str
 def render_opencode(sections: dict[str, Section], lang: str) -> str:
     details = _merged(sections.get("Constraints & Preferences"), sections.get("Key Decisions"),
                       sections.get("Critical Context"))
-    return "\n\n".join([
-        f"## Objective\n{_goal(sections.get('Goal'), lang, bullet=True)}",
-        f"## Important Details\n{_body(details, lang)}",
-        f"## Work State\n{_progress(sections.get('Progress'), OPENCODE_WORK, None, lang)}",
-        f"## Next Move\n{_numbered(sections.get('Next Steps'), lang)}",
-        f"## Relevant Files\n{_body(_merged(sections.get('Relevant Files')), lang)}",
-    ]) + "\n"
+    return _document([
+        ("Objective", _goal(sections.get("Goal"), lang, bullet=True)),
+        ("Important Details", _body(details, lang)),
+        ("Work State", _progress(sections.get("Progress"), OPENCODE_WORK, None, lang)),
+        ("Next Move", _numbered(sections.get("Next Steps"), lang)),
+        ("Relevant Files", _body(_merged(sections.get("Relevant Files")), lang)),
+    ])
 
 
 def render_pi(sections: dict[str, Section], lang: str) -> str:
     critical = _merged(sections.get("Critical Context"), sections.get("Relevant Files"))
-    return "\n\n".join([
-        f"## Goal\n{_goal(sections.get('Goal'), lang, bullet=False)}",
-        f"## Constraints & Preferences\n{_body(_merged(sections.get('Constraints & Preferences')), lang)}",
-        f"## Progress\n{_progress(sections.get('Progress'), PI_WORK, PI_CHECKBOX, lang)}",
-        f"## Key Decisions\n{_body(_merged(sections.get('Key Decisions')), lang)}",
-        f"## Next Steps\n{_numbered(sections.get('Next Steps'), lang)}",
-        f"## Critical Context\n{_body(critical, lang)}",
-    ]) + "\n"
+    return _document([
+        ("Goal", _goal(sections.get("Goal"), lang, bullet=False)),
+        ("Constraints & Preferences", _body(_merged(sections.get("Constraints & Preferences")), lang)),
+        ("Progress", _progress(sections.get("Progress"), PI_WORK, PI_CHECKBOX, lang)),
+        ("Key Decisions", _body(_merged(sections.get("Key Decisions")), lang)),
+        ("Next Steps", _numbered(sections.get("Next Steps"), lang)),
+        ("Critical Context", _body(critical, lang)),
+    ])
 
 
 def render_pi_turn_prefix(sections: dict[str, Section], lang: str) -> str:
@@ -102,11 +102,16 @@ def render_pi_turn_prefix(sections: dict[str, Section], lang: str) -> str:
     early = _merged(progress, sections.get("Key Decisions"))
     context = _merged(sections.get("Critical Context"), sections.get("Relevant Files"),
                       sections.get("Constraints & Preferences"))
-    return "\n\n".join([
-        f"## Original Request\n{_goal(sections.get('Goal'), lang, bullet=False)}",
-        f"## Early Progress\n{_body(early, lang)}",
-        f"## Context for Suffix\n{_body(context, lang)}",
-    ]) + "\n"
+    return _document([
+        ("Original Request", _goal(sections.get("Goal"), lang, bullet=False)),
+        ("Early Progress", _body(early, lang)),
+        ("Context for Suffix", _body(context, lang)),
+    ])
+
+
+def _document(sections: list[tuple[str, str]]) -> str:
+    """The agent's markdown: each heading at level 2 over its body, a blank line between."""
+    return "\n\n".join(f"## {heading}\n{body}" for heading, body in sections) + "\n"
 
 
 def _without_ids(sections: dict[str, Section], ids: set[str]) -> dict[str, Section]:

@@ -16,13 +16,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import Request
-from fastapi.responses import StreamingResponse
 
 from ..agents import AgentCompaction, AgentCompactor, AgentRequest, received_session
 from ..service.scheduler import FOREGROUND_LANE, Job, JobBackend
 from ..service.service import CompactdService
 from . import chat
-from .errors import ApiError, api_error_for, error_body
+from .errors import ApiError
 
 KEEPALIVE_S = 10.0  # an SSE comment this often while the pipeline runs
 DISCONNECT_POLL_S = 0.25
@@ -101,8 +100,7 @@ async def agent_completion(req: AgentRequest, request: Request, service: Compact
             finished = True
             exc = job.future.exception()
             if exc is not None:
-                err = api_error_for(exc)
-                yield chat.sse(error_body(err.code, err.message, err.type, err.param))
+                yield chat.error_event(exc)
                 return
             result = job.future.result()
             yield chat.chunk(head, {"content": result.text})
@@ -115,8 +113,7 @@ async def agent_completion(req: AgentRequest, request: Request, service: Compact
             if not finished:  # the client went away: stop the pipeline at its next token
                 service.cancel(job, "client disconnected")
 
-    return StreamingResponse(events(), media_type="text/event-stream",
-                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    return chat.event_stream(events())
 
 
 __all__ = ["agent_completion", "compactor_of"]

@@ -15,9 +15,12 @@ chunk with `choices: []`, after the finish chunk and before `[DONE]`; without it
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
-from .errors import ApiError
+from fastapi.responses import StreamingResponse
+
+from .errors import ApiError, api_error_for, error_body
 
 UNSUPPORTED = "unsupported_parameter"
 
@@ -142,6 +145,18 @@ def chunk(head: dict[str, Any], delta: dict[str, Any], finish: str | None = None
     """One `chat.completion.chunk` event; `head` holds id, created and model."""
     return sse({**head, "object": "chat.completion.chunk",
                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra})
+
+
+def error_event(exc: BaseException) -> str:
+    """A failure after the stream started (the status line is sent): the error envelope as an event."""
+    err = api_error_for(exc)
+    return sse(error_body(err.code, err.message, err.type, err.param))
+
+
+def event_stream(events: AsyncIterator[str]) -> StreamingResponse:
+    """Server-sent events, never cached or buffered by a proxy on the way."""
+    return StreamingResponse(events, media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
 def usage_chunk(head: dict[str, Any], usage: dict[str, Any]) -> str:

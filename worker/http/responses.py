@@ -37,6 +37,7 @@ from ..pipeline import CompactionConfig, CompactionResult, compact
 from ..service.scheduler import FOREGROUND_LANE, Job, JobBackend
 from ..service.service import CompactdService
 from ..session import Session
+from . import chat
 from .errors import ApiError, api_error_for
 from .routes import DISCONNECT_POLL_S, get_service
 
@@ -262,7 +263,7 @@ async def create_response(request: Request) -> Any:
     stream = compaction_stream(request, service, job, str(body.get("model") or service.model_name()))
     if body.get("stream") is False:
         return await _collect(stream)
-    return StreamingResponse(stream, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+    return chat.event_stream(stream)
 
 
 async def _collect(stream: AsyncIterator[str]) -> Any:

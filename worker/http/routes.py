@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 
 from backends.base import GenerationStats
 
@@ -28,7 +28,7 @@ from ..service.scheduler import Job
 from ..service.service import WAIT_INSTANT, WAIT_JOB, WAIT_MODEL, CompactdService
 from . import chat
 from .agent_chat import agent_completion
-from .errors import ApiError, api_error_for, error_body
+from .errors import ApiError, error_body
 from .schemas import (
     MAX_CONTEXT_LIMIT,
     MIN_CONTEXT_LIMIT,
@@ -358,8 +358,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, servic
                     break
                 if isinstance(item, BaseException):
                     finished = True
-                    err = api_error_for(item)
-                    yield chat.sse(error_body(err.code, err.message, err.type, err.param))
+                    yield chat.error_event(item)
                     return
                 if isinstance(item, GenerationStats):
                     stats = item
@@ -374,5 +373,4 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, servic
             if not finished:  # the client went away: stop the generation at its next token
                 service.cancel(job, "client disconnected")
 
-    return StreamingResponse(events(), media_type="text/event-stream",
-                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    return chat.event_stream(events())
