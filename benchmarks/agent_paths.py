@@ -550,15 +550,22 @@ def plot(result: dict[str, Any], path: Path, title: str) -> None:
         for k, (name, pooled) in enumerate(bars):
             xs = [i + (k - (len(bars) - 1) / 2) * width for i in range(len(labels))]
             if pooled is None:
-                ax.text(xs[len(labels) // 2], 0.5, f"{name}: n/a", ha="center", fontsize=7)
                 ax.bar(xs, [0] * len(labels), width, label=f"{name}: n/a")
+                ax.text(len(labels) / 2 - 0.5, 0.5, f"{name}: n/a", ha="center", fontsize=7)
                 continue
             rates = [pooled["per_kind"][kind]["rate"] for kind in KINDS] + [pooled["rate"]]
             ax.bar(xs, [r or 0 for r in rates], width, label=name)
+            ax.text(xs[-1], (pooled["rate"] or 0) + 0.02, f"{pooled['kept']}/{pooled['total']}", ha="center",
+                    fontsize=6, rotation=90)
+        ref = a["through_compactd"] or a["own"]
+        for i, kind in enumerate(KINDS):  # a kind with no facts here: no bar, and said so
+            if ref and not ref["per_kind"][kind]["total"]:
+                ax.text(i, 0.02, "no facts", ha="center", fontsize=6, rotation=90)
         ax.set_xticks(range(len(labels)), labels, fontsize=7, rotation=30)
-        ax.set_ylim(0, 1.05)
+        ax.set_ylim(0, 1.4)
+        ax.set_yticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
         ax.set_title(f"{agent} ({a['transcripts']} transcript{'s' if a['transcripts'] != 1 else ''})", fontsize=9)
-        ax.legend(fontsize=6, loc="upper right")
+        ax.legend(fontsize=6, loc="upper left")
     axes[0][0].set_ylabel("facts kept (before the agent's summary; pi: all)")
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
