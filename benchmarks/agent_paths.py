@@ -48,7 +48,11 @@ deterministic checkpoint (app.state.agent_use_model off, pi's wait=instant with 
 refinement cancelled) and never loads the weights: the backend refuses any generation and the
 JSON counts attempts. The agent's own summary (benchmarks/real_facts.agent_summary_text) and
 every path's text are scored by real_facts.score_text, on the facts from before the agent's
-summary (pi: all facts).
+summary (pi: all facts). Each path also records `ledger`: the same facts scored on every
+deterministic section compactd derives from the input it received, unbounded (Claude Code's
+"own+session_start": its summary plus that), and the facts the path's text lost although the
+ledger had them (a size bound cut them, or the template left them out); the headline's
+"ledger unbounded" pools it.
 """
 
 from __future__ import annotations
@@ -131,10 +135,9 @@ def ledger_text(session: Any) -> str:
     return "\n".join(section.body() for section in sections.values())
 
 
-def ledger_check(session: Any, text: str, facts: list[Any]) -> dict[str, Any]:
+def ledger_check(ledger: str, text: str, facts: list[Any]) -> dict[str, Any]:
     """The unbounded ledger's score on the same facts, and the facts it has that `text` lost
     (a bound cut them, or the agent's template left them out)."""
-    ledger = ledger_text(session)
     lost = [{"kind": f.kind, "text": f.text[:200]} for f in facts if kept(f, ledger) and not kept(f, text)]
     score = score_text(ledger, facts)
     return {"chars": len(ledger), "kept": score["kept"], "total": score["total"],
@@ -177,8 +180,12 @@ def claude_code_paths(case: RealCase, facts: list[Any], own: str | None, tmp: Pa
                                   "saw": "what Claude continues from with the hooks: its summary, then the context"}
     for p in paths.values():
         p["score"] = score_text(p["text"], facts)
-    paths["precompact"]["ledger"] = ledger_check(load_transcript(before), pre["stdout"], facts)
-    paths["session_start"]["ledger"] = ledger_check(load_transcript(after), context, facts)
+    paths["precompact"]["ledger"] = ledger_check(ledger_text(load_transcript(before)), pre["stdout"], facts)
+    after_ledger = ledger_text(load_transcript(after))
+    paths["session_start"]["ledger"] = ledger_check(after_ledger, context, facts)
+    # Claude's summary plus the whole ledger: what the SessionStart context could add unbounded.
+    paths["own+session_start"]["ledger"] = ledger_check(f"{own or ''}\n\n{after_ledger}",
+                                                        paths["own+session_start"]["text"], facts)
     return paths, cut
 
 
@@ -265,8 +272,8 @@ def opencode_path(app: AgentApp, case: RealCase, facts: list[Any]) -> tuple[dict
     path["score"] = score_text(text, facts)
     from worker.agents import received_session, recognize
 
-    path["ledger"] = ledger_check(received_session(recognize(body["messages"], headers), body["messages"]), text,
-                                  facts)
+    received = received_session(recognize(body["messages"], headers), body["messages"])
+    path["ledger"] = ledger_check(ledger_text(received), text, facts)
     return {"chat_completions": path}, cut
 
 
@@ -314,7 +321,7 @@ def codex_path(app: AgentApp, case: RealCase, facts: list[Any]) -> tuple[dict[st
     path["score"] = score_text(text, facts)
     from worker.http.responses import session_from_input
 
-    path["ledger"] = ledger_check(session_from_input(body, "ledger"), text, facts)
+    path["ledger"] = ledger_check(ledger_text(session_from_input(body, "ledger")), text, facts)
     return {"responses": path}, cut
 
 
@@ -358,7 +365,7 @@ def pi_path(app: AgentApp, case: RealCase, facts: list[Any]) -> tuple[dict[str, 
     path["score"] = score_text(text, facts)
     from worker.formats import load
 
-    path["ledger"] = ledger_check(load(records, format="pi"), text, facts)
+    path["ledger"] = ledger_check(ledger_text(load(records, format="pi")), text, facts)
     return {"session_compact": path}, cut
 
 
@@ -510,6 +517,8 @@ def aggregate(cases: list[dict[str, Any]]) -> dict[str, Any]:
             "own": _pool([c["own"]["score"] for c in done if c["own"]]),
             "through": THROUGH[agent],
             "through_compactd": _pool([c["paths"][THROUGH[agent]]["score"] for c in done]),
+            # the same text with compactd's whole ledger instead of its bounded rendering
+            "through_ledger_unbounded": _pool([c["paths"][THROUGH[agent]]["ledger"] for c in done]),
             "paths": {n: _pool([c["paths"][n]["score"] for c in done if n in c["paths"]]) for n in names},
         }
     return out
@@ -525,7 +534,8 @@ def headline(result: dict[str, Any]) -> str:
     parts = []
     for agent, a in result["aggregate"].items():
         failed = f", {len(a['failed'])} FAILED" if a["failed"] else ""
-        parts.append(f"{agent} own {_rate(a['own'])} -> through compactd {_rate(a['through_compactd'])}{failed}")
+        parts.append(f"{agent} own {_rate(a['own'])} -> through compactd {_rate(a['through_compactd'])}"
+                     f" [ledger unbounded {_rate(a['through_ledger_unbounded'])}]{failed}")
     mode = "model" if result["use_model"] else "no model"
     return f"agent paths ({mode}), facts kept: " + "; ".join(parts)
 

@@ -280,7 +280,9 @@ def test_agent_paths_no_model(tmp_path: Path) -> None:
             assert path["score"] == score_text(path["text"], facts)  # scored on the text it recorded
             if name in expected:
                 assert path["headings"] == expected[name], name  # compactd's text, in that path's template
-                assert path["ledger"]["kept"] >= path["score"]["kept"]  # nothing kept that the ledger lacks
+            ledger = path["ledger"]  # the unbounded ledger has every fact the bounded text kept
+            assert ledger["total"] == len(facts) and ledger["kept"] >= path["score"]["kept"]
+            assert ledger["kept"] - len(ledger["lost_by_path"]) <= path["score"]["kept"]
         through = out["paths"][agent_paths.THROUGH[out["agent"]]]["score"]
         assert data["aggregate"][out["agent"]]["through_compactd"]["kept"] == through["kept"]
         assert out["agent"] in data["headline"]
