@@ -230,3 +230,77 @@ def test_real_baseline_input_cuts_tool_results_and_starts_at_agent_summary() -> 
     assert long  # the window holds tool results longer than the cut
     for out in long:
         assert out[:TOOL_RESULT_CUT] in conversation and out[: TOOL_RESULT_CUT + 1] not in conversation
+
+
+# --- each agent's own compaction vs through compactd, no model ------------------------------
+
+OPENCODE_HEADINGS = ["## Objective", "## Important Details", "## Work State", "## Next Move", "## Relevant Files"]
+COMPACTD_HEADINGS = ["## Goal", "## Constraints & Preferences", "## Progress", "## Key Decisions", "## Next Steps",
+                     "## Critical Context", "## Relevant Files"]
+
+
+def test_agent_paths_no_model(tmp_path: Path) -> None:
+    """One real transcript per agent through its integration's path, deterministic answers
+    (no weights loaded): every path's text is compactd's, scored by the one scorer on the text
+    it recorded; the Claude Code hook stays within its byte budget."""
+    from benchmarks import agent_paths
+    from benchmarks.real_facts import agent_summary_text, load_cases, score_text
+    from worker.agents.claude_code import (
+        CHECKPOINT_HEADER,
+        CHECKPOINT_SECTIONS,
+        MAX_OUTPUT_BYTES,
+        PRECOMPACT_HEADER,
+        PRECOMPACT_SECTIONS,
+    )
+
+    result = agent_paths.run(quick=True, out_dir=tmp_path, use_model=False)
+    assert (tmp_path / "agent_paths.png").read_bytes()[:4] == PNG_MAGIC
+    data = json.loads((tmp_path / "agent_paths.json").read_text(encoding="utf-8"))
+    assert data["headline"] == result["headline"] and data["use_model"] is False and data["model"] is None
+    cases = {c.name: c for c in load_cases()}
+    assert [c["agent"] for c in data["cases"]] == list(agent_paths.AGENTS)  # one transcript per agent
+    expected = {
+        "precompact": [f"## {s}" for s in PRECOMPACT_SECTIONS],
+        "session_start": [f"## {s}" for s in CHECKPOINT_SECTIONS],
+        "chat_completions": OPENCODE_HEADINGS,
+        "responses": COMPACTD_HEADINGS,
+        "session_compact": COMPACTD_HEADINGS,
+    }
+    for out in data["cases"]:
+        assert not out.get("failed"), out.get("failed")
+        case = cases[out["name"]]
+        facts = [f for f in case.facts if f.before_agent_summary] if case.summary_where else list(case.facts)
+        assert sum(out["facts"].values()) == len(facts) > 0
+        own = agent_summary_text(case)
+        if out["agent"] == "pi":
+            assert own is None and out["own"] is None  # pi never compacted this session
+        else:
+            assert out["own"]["score"] == score_text(own, facts)
+        for name, path in out["paths"].items():
+            assert path["score"] == score_text(path["text"], facts)  # scored on the text it recorded
+            if name in expected:
+                assert path["headings"] == expected[name], name  # compactd's text, in that path's template
+            ledger = path["ledger"]  # the unbounded ledger has every fact the bounded text kept
+            assert ledger["total"] == len(facts) and ledger["kept"] >= path["score"]["kept"]
+            assert ledger["kept"] - len(ledger["lost_by_path"]) <= path["score"]["kept"]
+        through = out["paths"][agent_paths.THROUGH[out["agent"]]]["score"]
+        assert data["aggregate"][out["agent"]]["through_compactd"]["kept"] == through["kept"]
+        assert out["agent"] in data["headline"]
+
+    cc, opencode, codex, pi = data["cases"]
+    pre, start = cc["paths"]["precompact"], cc["paths"]["session_start"]
+    assert pre["rc"] == 0 and start["rc"] == 0
+    assert pre["text"].startswith(PRECOMPACT_HEADER) and start["text"].startswith(CHECKPOINT_HEADER)
+    assert 0 < pre["bytes"] <= MAX_OUTPUT_BYTES and 0 < start["bytes"] <= MAX_OUTPUT_BYTES
+    combined = cc["paths"]["own+session_start"]
+    assert combined["text"].startswith(cc["own"]["text"]) and combined["text"].endswith(start["text"])
+    assert combined["score"]["kept"] >= cc["own"]["score"]["kept"]
+    # The deterministic answer on every HTTP path: no generation, the model's absence said.
+    reply = opencode["paths"]["chat_completions"]
+    assert reply["generations"] == 0 and reply["compactd"]["agent_compaction"]["model_calls"] == 0
+    assert reply["compactd"]["agent_compaction"]["fallback"].startswith("model disabled")
+    summary = codex["paths"]["responses"]
+    assert summary["generations"] == 0 and summary["events"][-1] == "response.completed" and not summary["errors"]
+    compacted = pi["paths"]["session_compact"]
+    assert compacted["generations"] == 0 and compacted["model_calls"] == 0 and compacted["mode"] == "instant"
+    assert compacted["received"] == pi["cut"]["messages_posted"]

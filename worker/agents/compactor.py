@@ -110,10 +110,11 @@ class AgentCompactor:
         return session, None, None, "fresh"
 
     def run(self, req: AgentRequest, received: Session, backend: Backend, counter: TokenCounter,
-            max_tokens: int | None, priority: int) -> AgentCompaction:
+            max_tokens: int | None, priority: int, use_model: bool = True) -> AgentCompaction:
+        """use_model False: the deterministic checkpoint in the agent's template (no model call)."""
         session, previous, key, mode = self.prepare(req, received)
         config = CompactionConfig(
-            context_limit=AGENT_CONTEXT_LIMIT, use_model=True, priority=priority,
+            context_limit=AGENT_CONTEXT_LIMIT, use_model=use_model, priority=priority,
             summary_max_tokens=min(SUMMARY_MAX_TOKENS, max_tokens or SUMMARY_MAX_TOKENS),
             verbatim_tail=False, reference_prefix=False, loop_guard=False,
         )

@@ -36,7 +36,7 @@ def compactor_of(request: Request) -> AgentCompactor:
 
 
 def _submit(service: CompactdService, compactor: AgentCompactor, req: AgentRequest,
-            messages: list[dict[str, Any]], max_tokens: int | None) -> Job:
+            messages: list[dict[str, Any]], max_tokens: int | None, use_model: bool = True) -> Job:
     backend = service.require_backend()
     received = received_session(req, messages)
     compactor.prepare(req, received)  # NothingToCompact before a job is queued
@@ -44,7 +44,7 @@ def _submit(service: CompactdService, compactor: AgentCompactor, req: AgentReque
     def run(job: Job) -> AgentCompaction:
         assert service.counter is not None
         return compactor.run(req, received, JobBackend(backend, job, service.scheduler), service.counter,
-                             max_tokens, job.priority)
+                             max_tokens, job.priority, use_model)
 
     return service.scheduler.submit("agent_compact", run, lane=FOREGROUND_LANE, preemptible=False)
 
@@ -68,7 +68,8 @@ async def agent_completion(req: AgentRequest, request: Request, service: Compact
                            messages: list[dict[str, Any]], head: dict[str, Any], stream: bool,
                            include_usage: bool, max_tokens: int | None) -> Any:
     """The summary, in the agent's template, as a completion or a stream of chunks."""
-    job = _submit(service, compactor_of(request), req, messages, max_tokens)
+    job = _submit(service, compactor_of(request), req, messages, max_tokens,
+                  getattr(request.app.state, "agent_use_model", True))
     assert job.future is not None
     t0 = time.perf_counter()
 

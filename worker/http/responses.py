@@ -152,8 +152,9 @@ def usage_of(result: CompactionResult) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- compaction
 
 
-def submit_compaction(service: CompactdService, session: Session) -> Job:
-    """The pipeline over the whole received head, in the foreground lane, never preempted."""
+def submit_compaction(service: CompactdService, session: Session, use_model: bool = True) -> Job:
+    """The pipeline over the whole received head, in the foreground lane, never preempted
+    (use_model False: the deterministic checkpoint, no model call)."""
     backend = service.require_backend()
 
     def run(job: Job) -> CompactionResult:
@@ -161,7 +162,7 @@ def submit_compaction(service: CompactdService, session: Session) -> Job:
         # so even a reply longer than a short head is the answer it needs.
         # Codex keeps no tail of its own beyond what it re-sends, and has decided to compact.
         config = CompactionConfig(context_limit=service.config.context_limit, priority=job.priority,
-                                  verbatim_tail=False, reference_prefix=False, loop_guard=False)
+                                  use_model=use_model, verbatim_tail=False, reference_prefix=False, loop_guard=False)
         return compact(session, JobBackend(backend, job, service.scheduler), config, counter=service.counter)
 
     return service.scheduler.submit("agent_compaction", run, lane=FOREGROUND_LANE, preemptible=False)
@@ -259,7 +260,7 @@ async def create_response(request: Request) -> Any:
     meta = turn_metadata(body, request.headers)
     session = session_from_input(body, str(meta.get("session_id") or request.headers.get("session-id")
                                            or f"codex-{uuid.uuid4().hex}"))
-    job = submit_compaction(service, session)
+    job = submit_compaction(service, session, getattr(request.app.state, "agent_use_model", True))
     stream = compaction_stream(request, service, job, str(body.get("model") or service.model_name()))
     if body.get("stream") is False:
         return await _collect(stream)
