@@ -67,8 +67,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import FIXTURES, N_THREADS, REPO, RESULTS_DIR, machine_info, peak_rss_mb, write_json
-from benchmarks.real_facts import KINDS, RealCase, agent_summary_text, kept, load_cases, score_text
+from benchmarks._common import (
+    FIXTURES,
+    N_THREADS,
+    REPO,
+    RESULTS_DIR,
+    machine_info,
+    peak_rss_mb,
+    save_figure,
+    write_json,
+)
+from benchmarks.real_facts import KINDS, RealCase, agent_summary_text, kept, load_cases, pool, score_text
 
 AGENTS = ("claude-code", "opencode", "codex", "pi")
 # The facts files' `format` per agent; the SWE-agent trajectory has no agent integration.
@@ -489,16 +498,7 @@ def run_case(agent: str, case: RealCase, app: AgentApp, tmp: Path) -> dict[str, 
 
 
 def _pool(scores: list[dict[str, Any]]) -> dict[str, Any] | None:
-    if not scores:
-        return None
-    kinds = {}
-    for kind in KINDS:
-        total = sum(s["per_kind"][kind]["total"] for s in scores)
-        kept = sum(s["per_kind"][kind]["kept"] for s in scores)
-        kinds[kind] = {"kept": kept, "total": total, "rate": round(kept / total, 3) if total else None}
-    total = sum(v["total"] for v in kinds.values())
-    kept = sum(v["kept"] for v in kinds.values())
-    return {"per_kind": kinds, "kept": kept, "total": total, "rate": round(kept / total, 3) if total else None}
+    return pool(scores) if scores else None
 
 
 def aggregate(cases: list[dict[str, Any]]) -> dict[str, Any]:
@@ -577,10 +577,7 @@ def plot(result: dict[str, Any], path: Path, title: str) -> None:
         ax.set_title(f"{agent} ({a['transcripts']} transcript{'s' if a['transcripts'] != 1 else ''})", fontsize=9)
         ax.legend(fontsize=6, loc="upper left")
     axes[0][0].set_ylabel("facts kept (before the agent's summary; pi: all)")
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, title)
 
 
 # --- the run -------------------------------------------------------------------------------

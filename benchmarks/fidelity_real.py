@@ -52,6 +52,7 @@ from benchmarks.real_facts import (
     agent_summary_text,
     load_cases,
     message_text,
+    pool,
     score_text,
 )
 
@@ -256,17 +257,6 @@ def step_order(plan: list[tuple[int, bool]]) -> list[tuple[int, bool]]:
 # --- pooled figures --------------------------------------------------------------------------
 
 
-def _pool(scores: list[dict[str, Any]]) -> dict[str, Any]:
-    kinds = {}
-    for kind in KINDS:
-        total = sum(s["per_kind"][kind]["total"] for s in scores)
-        kept = sum(s["per_kind"][kind]["kept"] for s in scores)
-        kinds[kind] = {"kept": kept, "total": total, "rate": round(kept / total, 3) if total else None}
-    total = sum(v["total"] for v in kinds.values())
-    kept = sum(v["kept"] for v in kinds.values())
-    return {"per_kind": kinds, "kept": kept, "total": total, "rate": round(kept / total, 3) if total else None}
-
-
 def aggregate(cases: list[dict[str, Any]]) -> dict[str, Any]:
     """Per approach and size, pooled over the transcripts it completed (refusals counted
     apart); and the agent-summary comparison on the facts before each agent's summary."""
@@ -290,11 +280,11 @@ def aggregate(cases: list[dict[str, Any]]) -> dict[str, Any]:
                 if b["before_agent_summary"]:
                     row["before"].append(b["before_agent_summary"])
     agent = [c["agent_summary"]["score"] for c in cases if c["agent_summary"]]
-    out = {key: {**_pool(row["scores"]), "transcripts": len(row["scores"]), "refused": len(row["refused"]),
-                 "refusals": row["refused"], "failed": row["failed"], "before_agent_summary": _pool(row["before"]) if row["before"] else None}
+    out = {key: {**pool(row["scores"]), "transcripts": len(row["scores"]), "refused": len(row["refused"]),
+                 "refusals": row["refused"], "failed": row["failed"], "before_agent_summary": pool(row["before"]) if row["before"] else None}
            for key, row in rows.items()}
-    out["agent-summary"] = {**_pool(agent), "transcripts": len(agent), "refused": 0, "refusals": [], "failed": [],
-                            "before_agent_summary": _pool(agent) if agent else None}
+    out["agent-summary"] = {**pool(agent), "transcripts": len(agent), "refused": 0, "refusals": [], "failed": [],
+                            "before_agent_summary": pool(agent) if agent else None}
     return out
 
 

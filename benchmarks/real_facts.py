@@ -238,6 +238,18 @@ def score_text(text: str, facts: Iterable[RealFact]) -> dict[str, Any]:
             "rate": round(kept_all / total, 3) if total else None}
 
 
+def pool(scores: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several `score_text` results as one: kept and total summed per kind and overall."""
+    kinds = {}
+    for kind in KINDS:
+        total = sum(s["per_kind"][kind]["total"] for s in scores)
+        kept = sum(s["per_kind"][kind]["kept"] for s in scores)
+        kinds[kind] = {"kept": kept, "total": total, "rate": round(kept / total, 3) if total else None}
+    total = sum(v["total"] for v in kinds.values())
+    kept = sum(v["kept"] for v in kinds.values())
+    return {"per_kind": kinds, "kept": kept, "total": total, "rate": round(kept / total, 3) if total else None}
+
+
 def message_text(messages: list[dict[str, Any]]) -> str:
     """What an agent reads from OpenAI-shape messages: contents, and each tool call's name and
     decoded string arguments (a command is scored as typed, not JSON-escaped)."""
