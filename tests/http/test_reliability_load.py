@@ -2,7 +2,9 @@
 and compact whenever the server says the context overflows, while rolling summaries run in the
 background. Nothing may be lost (each session's final message count is exact, its checkpoint
 chain has no gap), overload must be a 429 with Retry-After (never a timeout), and every
-foreground compaction must finish despite the background work.
+foreground compaction must finish despite the background work. Half the clients answer at
+overflow from the instant checkpoint, half wait for the model; their first compactions meet
+while the engine stalls, so the 429 path is met on a fast machine as on a slow one.
 
 The server runs on the SQLite file store (a temp file), as `compactd serve` does, so the
 figures include its commits and WAL. `make test`: 8 clients x 25 appends. COMPACTD_RELIABILITY_FULL=1: 8 x 200. Both on the
@@ -38,6 +40,11 @@ REQUEST_TIMEOUT_S = 60  # a request that takes longer counts as a timeout: there
 RETRY_CAP_S = 1.0  # a client sleeps min(Retry-After, this): the test stays short, the header is still checked
 MAX_ATTEMPTS = 200  # per compaction, 429s included
 RUN_DEADLINE_S = 1200 if FULL else 240  # the whole run stops by itself after this
+# At their first overflow the clients meet and compact at once while the engine stalls for
+# HOLD_S: the odd clients wait for the model (as pi's extension does), so a model job holds the
+# foreground lane and the others must meet the 429 path, whatever the machine's speed.
+HOLD_S = 2.0
+GATE_TIMEOUT_S = 60  # a client that never reaches its first overflow breaks the gate, not the run
 
 
 @dataclass
@@ -69,7 +76,7 @@ def message(k: int) -> dict[str, Any]:
     return {"role": "assistant", "content": f"Module {turn}: the handler returns the wrong value; fixing it."}
 
 
-def compact(client: httpx.Client, sid: str, log: ClientLog, deadline: float) -> None:
+def compact(client: httpx.Client, sid: str, log: ClientLog, deadline: float, wait: str) -> None:
     first = time.perf_counter()
     for _ in range(MAX_ATTEMPTS):
         if time.monotonic() > deadline:
@@ -77,7 +84,7 @@ def compact(client: httpx.Client, sid: str, log: ClientLog, deadline: float) -> 
             return
         t0 = time.perf_counter()
         try:
-            r = client.post(f"/v1/sessions/{sid}/compact")
+            r = client.post(f"/v1/sessions/{sid}/compact", params={"wait": wait})
         except httpx.TimeoutException:
             log.timeouts += 1
             return
@@ -99,7 +106,9 @@ def compact(client: httpx.Client, sid: str, log: ClientLog, deadline: float) -> 
     log.errors.append("compaction still overloaded after MAX_ATTEMPTS")
 
 
-def agent(url: str, sid: str, log: ClientLog, deadline: float) -> None:
+def agent(url: str, index: int, log: ClientLog, deadline: float, gate: threading.Barrier) -> None:
+    sid = f"load-{index}"
+    wait = "model" if index % 2 else "instant"
     with httpx.Client(base_url=url, timeout=REQUEST_TIMEOUT_S) as client:
         for k in range(APPENDS):
             if time.monotonic() > deadline:
@@ -119,7 +128,12 @@ def agent(url: str, sid: str, log: ClientLog, deadline: float) -> None:
                 continue
             log.added += r.json()["added"]
             if r.json()["tokens"]["overflow"]:
-                compact(client, sid, log, deadline)
+                if log.checkpoints == 0 and not gate.broken:
+                    try:
+                        gate.wait(GATE_TIMEOUT_S)
+                    except threading.BrokenBarrierError:
+                        log.errors.append("the clients never met at their first overflow")
+                compact(client, sid, log, deadline, wait)
 
 
 def ms(values: list[float], q: float) -> float:
@@ -133,11 +147,17 @@ def test_concurrent_agents_lose_nothing_and_overload_is_429(tmp_path):
     app = create_app(settings, backend_loader=lambda: backend, store=store)
     app.state.service.config.debounce_s = DEBOUNCE_S
     logs = [ClientLog() for _ in range(CLIENTS)]
+
+    def stall_engine() -> None:  # the gate's action, run once when every client has arrived
+        backend.hold.clear()
+        threading.Timer(HOLD_S, backend.hold.set).start()
+
+    gate = threading.Barrier(CLIENTS, action=stall_engine)
     try:
         with LoopbackServer(app, settings) as srv:
             assert wait_until(lambda: httpx.get(srv.url + "/health").status_code == 200)
             deadline = time.monotonic() + RUN_DEADLINE_S
-            threads = [threading.Thread(target=agent, args=(srv.url, f"load-{i}", logs[i], deadline), daemon=True)
+            threads = [threading.Thread(target=agent, args=(srv.url, i, logs[i], deadline, gate), daemon=True)
                        for i in range(CLIENTS)]
             t0 = time.perf_counter()
             for t in threads:
@@ -161,6 +181,7 @@ def test_concurrent_agents_lose_nothing_and_overload_is_429(tmp_path):
             rolling = {k: service.metrics.value("compactd_rolling_updates_total", status=k)
                        for k in ("done", "cancelled", "stale", "refused", "skipped_overload", "failed")}
     finally:
+        backend.hold.set()
         backend.close()
         store.close()
     every = ClientLog()
