@@ -211,3 +211,23 @@ def boundary_index(session: Session, message_id: str | None) -> int:
 
 def message_id(index: int, prefix: str = "m") -> str:
     return f"{prefix}{index:05d}"
+
+
+CITED_ID_MIN_CHARS = 8  # a UUID costs ~35 tokens, its first 8 hex ~8: a checkpoint cites dozens
+
+
+def cited_ids(ids: list[str]) -> dict[str, str]:
+    """How a checkpoint cites each message id: its shortest prefix of at least
+    CITED_ID_MIN_CHARS that no other id of the session starts with (as git abbreviates a sha).
+    History lookups accept the prefix; short ids (`m00012`) stay whole."""
+    ordered = sorted(set(ids))
+    out: dict[str, str] = {}
+    for i, mid in enumerate(ordered):
+        need = CITED_ID_MIN_CHARS
+        for other in ordered[max(0, i - 1):i] + ordered[i + 1:i + 2]:
+            common = next((k for k, (a, b) in enumerate(zip(mid, other, strict=False)) if a != b), min(len(mid), len(other)))
+            need = max(need, common + 1)
+        while need < len(mid) and not mid[need - 1].isalnum():  # `abcdefgh-` reads as cut short
+            need += 1
+        out[mid] = mid if need >= len(mid) - 3 else mid[:need]  # a cut of a few chars is not worth the lookup
+    return out

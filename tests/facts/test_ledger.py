@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+import worker.facts.ledger as ledger_module
 from tests.fakes import Builder, swe_messages
 from worker.facts.ledger import (
     MAX_COMMANDS,
@@ -19,7 +20,8 @@ from worker.facts.ledger import (
     is_chitchat,
 )
 from worker.facts.output import error_lines, find_tallies
-from worker.facts.shell import looks_like_path, run_key, shell_file_actions
+from worker.facts.shell import looks_like_path, only_looks, run_key, shell_file_actions
+from worker.formats import claude_code
 from worker.pipeline.checkpoint import ledger_sections, render_summary
 
 
@@ -238,6 +240,31 @@ def test_run_key_drops_output_filters():
     assert run_key('cd pkg && npm run check 2>&1 | grep "error TS" | wc -l') == "cd pkg && npm run check"
     assert run_key("cd /repo && mix test 2>&1", ["/repo"]) == "mix test"
     assert run_key('echo "a|b" | head') == 'echo "a|b"'
+
+
+def test_only_looks_tells_reads_from_changes():
+    for cmd in ("git status 2>&1", "cd /repo && ls -la | head -5", "git diff --stat", "sed -n 1,5p f.py",
+                "grep -rn TODO src 2>/dev/null"):
+        assert only_looks(cmd), cmd
+    for cmd in ("bd update spotter-fum.1 --status in_progress", "npm install highlight.js 2>&1 | tail -5",
+                "cp a.json b.json", "sed -i s/a/b/ f.py", "echo x > notes.txt", "git push", "mix credo 2>&1"):
+        assert not only_looks(cmd), cmd
+
+
+def test_a_long_session_keeps_its_early_setup_runs_over_its_looks(monkeypatch):
+    # cc-spotter: ~90 distinct runs. Past MAX_COMMANDS the ledger drops look-only runs
+    # (`git status`, `ls`) first, so `npm install highlight.js` from before Claude Code's own
+    # compaction (line ~650) is still a fact.
+    session = claude_code.load(CC)
+    monkeypatch.setattr(ledger_module, "MAX_COMMANDS", 1000)
+    every = [c.command for c in extract_ledger(session.messages).commands]
+    monkeypatch.undo()
+    kept = [c.command for c in extract_ledger(session.messages).commands]
+    assert len(every) > MAX_COMMANDS == len(kept)
+    assert all(only_looks(c) for c in every if c not in kept)
+    for early in ("bd update spotter-fum.1 --status in_progress", "mix compile --warnings-as-errors 2>&1 | tail -10",
+                  "cd /home/USER/projects/spotter-worktrees/spotter-fum/assets && npm install highlight.js 2>&1 | tail -5"):
+        assert early in kept
 
 
 # ---------------------------------------------------------------------------- user instructions

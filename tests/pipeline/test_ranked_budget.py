@@ -16,9 +16,12 @@ import pytest
 from tests.fakes import swe_messages
 from worker.facts.actions import scan_actions
 from worker.facts.ledger import RULE_LINE_RE, extract_ledger
+from worker.facts.shell import only_looks
+from worker.facts.text import cut_middle, one_line
 from worker.facts.workstate import derive_work_state
 from worker.formats import load
 from worker.pipeline.checkpoint import (
+    COMMAND_MAX_CHARS,
     EDIT_SNIPPET_MAX_CHARS,
     FIRST_PER_RANK,
     fit_sections,
@@ -26,8 +29,10 @@ from worker.pipeline.checkpoint import (
     progress_section,
     render_summary,
 )
+from worker.session import cited_ids
 
 PI = Path(__file__).resolve().parent.parent / "fixtures" / "pi_large-session.jsonl"
+SPOTTER = PI.parent / "cc-spotter_8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl"
 MORE_RE = re.compile(r"… (\d+) more not shown")
 
 
@@ -106,3 +111,39 @@ def test_a_summary_that_fits_is_untouched(pi):
     full = render_summary(sections, "en")
     fitted, text, n = fit_sections(sections, "en", count(full), count, session.id)
     assert text == full and n == count(full) and "Left out" not in text
+
+
+# ---------------------------------------------------------------------------- cc-spotter: UUID ids, ~90 runs
+@pytest.fixture(scope="module")
+def spotter():
+    session = load(SPOTTER)
+    actions = scan_actions(session.messages)
+    ledger = extract_ledger(session.messages, actions=actions)
+    state = derive_work_state(session.messages, ledger, actions=actions)
+    cite = cited_ids([m.id for m in session.messages])
+    return session, ledger, {**ledger_sections(ledger, "en", cite), "Progress": progress_section(state, "en", cite)}
+
+
+def test_message_ids_are_cited_by_their_shortest_unique_prefix(spotter):
+    # A Claude Code UUID costs ~35 tokens; this checkpoint cites ~90 of them.
+    session, _, sections = spotter
+    text = render_summary(sections, "en")
+    ids = [m.id for m in session.messages]
+    assert not any(mid in text for mid in ids)
+    cited = set(re.findall(r"\b[0-9a-f]{8}[0-9a-f-]*\b", text)) - {session.id}
+    assert len(cited) > 50
+    for short in cited:  # each names exactly one message, as history `around` resolves it
+        assert sum(mid.startswith(short) for mid in ids) == 1, short
+
+
+def test_runs_that_changed_something_go_before_looks(spotter):
+    session, ledger, sections = spotter
+    _, text, _ = fit_sections(sections, "en", 3000, count, session.id)
+    runs = list(reversed(ledger.commands))  # newest first, as the fill reads them
+    shown = {i for i, c in enumerate(runs) if f"`{cut_middle(one_line(c.command), COMMAND_MAX_CHARS)}`" in text}
+    changes_missing = [i for i, c in enumerate(runs) if i not in shown and not only_looks(c.command)]
+    assert changes_missing and shown  # the budget bites inside Commands
+    # While a run that changed something is left out, no look-only run past the first few is shown.
+    assert not [i for i in shown if i >= FIRST_PER_RANK and only_looks(runs[i].command)]
+    assert any(only_looks(c.command) for c in runs[FIRST_PER_RANK:])  # there were looks to leave out
+    assert _items(text) > 0

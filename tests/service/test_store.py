@@ -14,7 +14,7 @@ import worker.service.store as store_module
 from worker.service.history import RESPONSE_CAP_BYTES, around, search
 from worker.service.records import INTERRUPTED, Audit, Conflict, JobStatus, NotFound, PruneMarker, StoreError
 from worker.service.store import Store
-from worker.session import Message, TextPart, ToolCallPart, ToolResultPart
+from worker.session import Message, TextPart, ToolCallPart, ToolResultPart, cited_ids
 
 
 def text(mid: str, role: str, body: str) -> Message:
@@ -269,6 +269,25 @@ def test_around(store, session):
     assert [m["id"] for m in around(store, session, "m8", radius=1)["messages"]] == ["m7", "m8"]
     with pytest.raises(NotFound):
         around(store, session, "zzz")
+
+
+def test_around_takes_the_cited_prefix_of_an_id(store):
+    # Claude Code's message ids are UUIDs (~35 tokens each); a checkpoint cites the shortest
+    # unique prefix of 8+ chars, and `around` finds the message by it.
+    ids = ["8463c716-a2ea-4c14-9efa-87158ebd9f20", "8463c716-b2ea-4c14-9efa-87158ebd9f20",
+           "1222edee-cc4f-4057-bae0-1e8e3347379a"]
+    sid = store.create_session("uuids")
+    store.append_messages(sid, [text(mid, "user", f"message {i}") for i, mid in enumerate(ids)])
+    cite = cited_ids(ids)
+    assert cite == {ids[0]: "8463c716-a", ids[1]: "8463c716-b", ids[2]: "1222edee"}
+    for mid, short in cite.items():
+        found = around(store, sid, short, radius=0)
+        assert found["message_id"] == mid and [m["id"] for m in found["messages"]] == [mid]
+    with pytest.raises(StoreError, match="ambiguous"):
+        around(store, sid, "8463c716")
+    with pytest.raises(NotFound):
+        around(store, sid, "1222edef")
+    assert cited_ids(["m00012", "line00992"]) == {"m00012": "m00012", "line00992": "line00992"}  # short stay whole
 
 
 def test_jobs_and_interrupted_restart(tmp_path):

@@ -40,7 +40,7 @@ from ..pipeline.checkpoint import (
     progress_section,
 )
 from ..pipeline.summarize import detect_language
-from ..session import Session
+from ..session import Session, cited_ids
 
 # Claude Code caps what a hook injects into context at 10,000 characters (beyond it the text
 # is replaced by a file reference); a UTF-8 byte is at most one character, so bytes under this
@@ -114,7 +114,8 @@ def fact_sections(session: Session) -> tuple[dict[str, Section], str]:
     state = derive_work_state(messages, ledger, cwd=cwd, actions=actions)
     lang = detect_language(messages)
     requests = [m.user_text for _, m in user_requests(messages)] or [m.user_text for m in messages if m.starts_turn]
-    sections = {**ledger_sections(ledger, lang), "Progress": progress_section(state, lang),
+    cite = cited_ids([m.id for m in messages])
+    sections = {**ledger_sections(ledger, lang, cite), "Progress": progress_section(state, lang, cite),
                 "Goal": Section(text=requests[0][:GOAL_MAX_CHARS] if requests else "")}
     return sections, lang
 

@@ -27,7 +27,7 @@ from backends.base import Backend
 from ..formats import load as load_transcript
 from ..pipeline import SUMMARY_MAX_TOKENS, CompactionConfig, compact
 from ..pipeline.checkpoint import Checkpoint
-from ..session import Message, Session, TextPart, message_id
+from ..session import Message, Session, TextPart, cited_ids, message_id
 from ..tokens import TokenCounter
 from .blob import parse_conversation
 from .recognize import AgentRequest
@@ -121,7 +121,8 @@ class AgentCompactor:
         result = compact(session, backend, config, previous=previous, counter=counter)
         checkpoint = result.checkpoint
         checkpoint.audit["mode"] = f"agent:{req.agent}:{mode}"
-        text = render(result.sections, checkpoint.lang, req.agent, req.kind, {m.id for m in session.messages})
+        ids = [m.id for m in session.messages]
+        text = render(result.sections, checkpoint.lang, req.agent, req.kind, set(ids) | set(cited_ids(ids).values()))
         if req.kind == "history":
             self._remember(key, req.session_key, AgentState(session, checkpoint, text))
         return AgentCompaction(text, checkpoint, mode, len(received.messages))

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..session import Message
 from .actions import Action, reruns, scan_actions
+from .shell import only_looks
 from .text import CUT_MARKER, code, cut_middle
 
 # ---------------------------------------------------------------------------- bounds
@@ -26,7 +27,7 @@ from .text import CUT_MARKER, code, cut_middle
 MAX_FILES = 60  # Relevant Files must fit next to the verbatim tail in a small model's prompt
 MAX_UNRESOLVED_ERRORS = 24  # open errors are the work itself: keep many
 MAX_RESOLVED_ERRORS = 24  # fixed errors are history; the checkpoint's ranked budget shows the newest that fit
-MAX_COMMANDS = 30  # the recent run history; older runs stay searchable in the raw session
+MAX_COMMANDS = 60  # the run history the checkpoint ranks; past it the oldest look-only runs go first
 MAX_TALLIES = 10  # only the latest test results matter for the state of the work
 MAX_COMMITS = 10  # recent commits identify the work; older ones are in `git log`
 MAX_BRANCHES = 5  # the current branch plus a few it came from
@@ -456,7 +457,12 @@ def extract_ledger(messages: list[Message], previous: Ledger | None = None, *, c
     ranked = sorted(ledger.errors, key=lambda e: (e.resolved, e.exit_only, -e.last_seq))
     ledger.errors = ([e for e in ranked if not e.resolved][:MAX_UNRESOLVED_ERRORS]
                      + [e for e in ranked if e.resolved][:MAX_RESOLVED_ERRORS])
-    ledger.commands = sorted(ledger.commands, key=lambda c: c.last_seq)[-MAX_COMMANDS:]
+    if len(ledger.commands) > MAX_COMMANDS:
+        # `npm install x` from the start of a session still says how it was set up; a `git status` does not.
+        doomed = sorted(ledger.commands, key=lambda c: (not only_looks(c.command), c.last_seq))
+        drop = {id(c) for c in doomed[:len(ledger.commands) - MAX_COMMANDS]}
+        ledger.commands = [c for c in ledger.commands if id(c) not in drop]
+    ledger.commands.sort(key=lambda c: c.last_seq)
     ledger.tallies = sorted(ledger.tallies, key=lambda t: t.last_seq)[-MAX_TALLIES:]
     ledger.commits = sorted(ledger.commits, key=lambda c: c.last_seq)[-MAX_COMMITS:]
     ledger.branches = sorted(ledger.branches, key=lambda b: b.last_seq)[-MAX_BRANCHES:]

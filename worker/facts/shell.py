@@ -45,6 +45,11 @@ REDIRECT_RE = re.compile(r"(?<![\d&>])(>>?)\s*([^\s;&|<>()]+)")
 URL_RE = re.compile(r"^[a-z][a-z0-9+.-]*://", re.IGNORECASE)
 SEGMENT_SEPARATORS = {"&&", "||", ";", "|", "&", ";;", "|&", "(", ")"}
 READ_COMMANDS = {"cat", "head", "tail", "less", "more", "bat", "nl", "wc"}
+# Programs (and git subcommands) that only look: a run of nothing else changed no state, so a
+# checkpoint short of room drops it before `npm install x` or `bd update y` (reads and chatter).
+LOOK_PROGRAMS = FILTER_PROGRAMS | READ_COMMANDS | {"ls", "pwd", "echo", "printf", "find", "fd", "tree", "stat", "file",
+                                                   "du", "df", "which", "type", "diff", "jq", "date", "whoami", "env"}
+LOOK_GIT_SUBCOMMANDS = {"status", "diff", "log", "show", "remote", "rev-parse", "ls-files", "blame", "describe"}
 OPTION_WITH_VALUE = {"-n", "-c", "--lines", "--bytes"}  # head/tail options that take a value
 
 
@@ -279,6 +284,30 @@ def last_program(command: str) -> str | None:
     segs = segments(strip_heredocs(command)[0])
     words = without_redirects(segs[-1]) if segs else []
     return words[0].rsplit("/", 1)[-1] if words else None
+
+
+def only_looks(command: str) -> bool:
+    """Every program in `command` only reads or prints (`git status`, `ls src | head`, `cd x`)."""
+    segs = segments(strip_heredocs(command)[0])
+    if not segs:
+        return False
+    for seg in segs:
+        if any(tok in (">", ">>", "&>", ">|") and nxt != "/dev/null" for tok, nxt in zip(seg, [*seg[1:], ""], strict=True)):
+            return False  # it writes a file
+        words = [w for w in without_redirects(seg) if "=" not in w.split("/", 1)[0]]  # VAR=value prefixes
+        if not words or words[0] == "cd":
+            continue
+        program = words[0].rsplit("/", 1)[-1]
+        if program == "git":
+            sub = next((w for w in words[1:] if not w.startswith("-")), "")
+            if sub not in LOOK_GIT_SUBCOMMANDS:
+                return False
+        elif program == "sed":
+            if _sed_files(words[1:])[0]:
+                return False
+        elif program not in LOOK_PROGRAMS:
+            return False
+    return True
 
 
 def commit_subject(command: str) -> str | None:

@@ -38,9 +38,12 @@ def one_line(text: str) -> str:
     return first + (" …" if rest.strip() else "")
 
 
-def command_result(fact: Any, exit_word: str = "exit", failed_word: str = "failed") -> str:
-    """`cmd` → output / exit status, as one line (`fact`: a CommandFact or an Action)."""
-    out = code(one_line(fact.command or ""))
+def command_result(fact: Any, exit_word: str = "exit", failed_word: str = "failed",
+                   max_chars: int | None = None) -> str:
+    """`cmd` → output / exit status, as one line (`fact`: a CommandFact or an Action), the
+    command cut in the middle past `max_chars`."""
+    command = one_line(fact.command or "")
+    out = code(cut_middle(command, max_chars) if max_chars else command)
     if fact.output is not None:
         # A bare token (`345`) reads as itself; anything with spaces is quoted as code.
         text = one_line(fact.output)

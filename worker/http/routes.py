@@ -220,7 +220,7 @@ async def history_search(session_id: str, service: Service, q: str = Query(..., 
 
 
 @sessions.get("/v1/sessions/{session_id}/history/around")
-async def history_around(session_id: str, service: Service, message_id: str = Query(..., min_length=1),
+async def history_around(session_id: str, service: Service, message_id: str = Query(..., min_length=1, description="a message id, or the prefix a checkpoint cites"),
                          radius: int = Query(3, ge=0, le=50)) -> Any:
     return await asyncio.to_thread(service.around, session_id, message_id, radius)
 

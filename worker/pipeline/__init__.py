@@ -18,7 +18,7 @@ from backends.engine_thread import FOREGROUND
 from ..facts.actions import scan_actions
 from ..facts.ledger import Ledger, answered_question, extract_ledger, user_requests
 from ..facts.workstate import WorkState, derive_work_state
-from ..session import Message, Session, boundary_index
+from ..session import Message, Session, boundary_index, cited_ids
 from ..tokens import Budget, TokenCounter, make_budget
 from .anchor import AGENT_SUMMARY_SHARE, agent_summary, bounded, summary_body
 from .checkpoint import (
@@ -188,10 +188,11 @@ def _facts(session: Session, previous: Checkpoint | None) -> _Facts:
     lang = detect_language(since_boundary)
     if previous is not None and not any(m.role == "user" and m.text for m in since_boundary):
         lang = previous.lang
-    facts = ledger_sections(ledger, lang)
+    cite = cited_ids([m.id for m in session.messages])
+    facts = ledger_sections(ledger, lang, cite)
     sections = {
         "Constraints & Preferences": facts["Constraints & Preferences"],
-        "Progress": progress_section(state, lang),
+        "Progress": progress_section(state, lang, cite),
         "Critical Context": facts["Critical Context"],
         "Relevant Files": facts["Relevant Files"],
     }
@@ -236,7 +237,7 @@ def _narrate(session: Session, backend: Backend, config: CompactionConfig, previ
     if config.use_model and head:
         window = config.summarizer_window or backend.info().context_size or 8192
         say(f"summarizing {len(head)} messages with the model")
-        ids = {m.id for m in session.messages}
+        ids = {m.id for m in session.messages} | set(cited_ids([m.id for m in session.messages]).values())
         result = summarize_narrative(
             backend, head,
             facts=strip_message_ids(render_summary(facts.sections, facts.lang, reference_prefix=False), ids),

@@ -16,11 +16,13 @@ language) lives in this module and nowhere else.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ..facts.ledger import RULE_LINE_RE, Ledger
+from ..facts.shell import only_looks
 from ..facts.text import code, command_result, cut_middle, one_line
 from ..facts.workstate import WorkItem, WorkState
 
@@ -109,6 +111,9 @@ LEFT_OUT = {
            "命令行 `compactd history search {sid} …`）。"),
 }
 ERROR_COMMAND_MAX_CHARS = 100  # an error names the run it came from; the full command is under Commands
+COMMAND_MAX_CHARS = 200  # a command is known by its start and end; a long `--reason="…"` is in the history
+LONG_TOKEN_RE = re.compile(r"[\w-]{12,}")  # a message id inside an evidence line, to cite short
+IDS_PER_RUN = 1  # the latest run of a command or tally: `around` it finds the earlier ones
 
 
 def label(section: str, lang: str) -> str:
@@ -194,9 +199,14 @@ def bullets(texts: list[str]) -> Section:
 
 
 # ---------------------------------------------------------------------------- fact sections
-def ledger_sections(ledger: Ledger, lang: str = "en") -> dict[str, Section]:
-    """Critical Context, Relevant Files and Constraints & Preferences, from the ledger."""
+def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | None = None) -> dict[str, Section]:
+    """Critical Context, Relevant Files and Constraints & Preferences, from the ledger; message
+    ids as `cite` abbreviates them (session.cited_ids)."""
     t = fact_labels(lang)
+    cite = cite or {}
+
+    def ids(mids: list[str]) -> str:
+        return ", ".join(cite.get(m, m) for m in mids)
     critical: list[Bullet] = []
     unresolved, resolved = ledger.unresolved_errors(), ledger.resolved_errors()
     if unresolved:
@@ -204,24 +214,24 @@ def ledger_sections(ledger: Ledger, lang: str = "en") -> dict[str, Section]:
         for e in unresolved:
             src = f" — {t['from']} {code(cut_middle(one_line(e.command), ERROR_COMMAND_MAX_CHARS))}" if e.command else ""
             tries = f", {e.attempts} {t['attempts']}" if e.attempts > 1 else ""
-            subs.append(f"{code(e.text)}{src} ({', '.join(e.message_ids)}{tries})")
+            subs.append(f"{code(e.text)}{src} ({ids(e.message_ids)}{tries})")
         critical.append(Bullet(f"{t['unresolved']}:", subs=subs, rank=RANK_OPEN_ERROR, group=True))
     if resolved:
         subs = []
         for e in resolved:
             by = f" {code(one_line(e.resolved_by_command))}" if e.resolved_by_command else ""
-            subs.append(f"{code(e.text)} — {t['resolved_by']}{by} ({e.resolved_by})")
+            subs.append(f"{code(e.text)} — {t['resolved_by']}{by} ({ids([e.resolved_by])})")
         critical.append(Bullet(f"{t['resolved']}:", subs=subs, rank=RANK_DONE, group=True))
     if ledger.tallies:
         n = len(ledger.tallies)
         critical.append(Bullet(f"{t['tallies']}:", subs=[
             f"{code(x.text)}" + (f" — {code(one_line(x.command))}" if x.command else "")
-            + f" ({', '.join(x.message_ids[-2:])})" for x in ledger.tallies],
+            + f" ({ids(x.message_ids[-IDS_PER_RUN:])})" for x in ledger.tallies],
             sub_ranks=[RANK_LAST_RUN if i == n - 1 else RANK_DETAIL for i in range(n)], group=True, newest_last=True))
     if ledger.commits:
         critical.append(Bullet(f"{t['commits']}:", subs=[
             (f"{code(c.sha)} " if c.sha else "") + code(c.text) + (f" ({t['on']} {code(c.branch)})" if c.branch else "")
-            + f" ({', '.join(c.message_ids[-1:])})" for c in ledger.commits], rank=RANK_CHANGED, group=True,
+            + f" ({ids(c.message_ids[-1:])})" for c in ledger.commits], rank=RANK_CHANGED, group=True,
             newest_last=True))
     if ledger.branches:
         names = [code(b.name) for b in ledger.branches]
@@ -229,18 +239,19 @@ def ledger_sections(ledger: Ledger, lang: str = "en") -> dict[str, Section]:
         critical.append(Bullet(f"{t['branches']}: {', '.join(names)}", rank=RANK_CHANGED))
     if ledger.commands:
         shown = ledger.commands
-        more: list[str] = []
         last = [id(c) for st in ("failed", "ok") for c in [next((c for c in reversed(shown) if c.status == st), None)] if c]
-        critical.append(Bullet(f"{t['commands']}:", subs=more + [
-            f"{command_result(c, t['exit'], t['failed'])} ({', '.join(c.message_ids[-2:])})" for c in shown],
-            sub_ranks=[RANK_DETAIL] * len(more) + [RANK_LAST_RUN if id(c) in last else RANK_DETAIL for c in shown],
+        critical.append(Bullet(f"{t['commands']}:", subs=[
+            f"{command_result(c, t['exit'], t['failed'], COMMAND_MAX_CHARS)} ({ids(c.message_ids[-IDS_PER_RUN:])})"
+            for c in shown],
+            sub_ranks=[RANK_LAST_RUN if id(c) in last else RANK_DETAIL if only_looks(c.command) else RANK_DONE
+                       for c in shown],
             group=True, newest_last=True))
 
-    files = [Bullet(f"{code(f.path)} — {', '.join(t.get(a, a) for a in f.actions)} ({', '.join(f.message_ids[-2:])})",
+    files = [Bullet(f"{code(f.path)} — {', '.join(t.get(a, a) for a in f.actions)} ({ids(f.message_ids[-2:])})",
                     subs=[cut_middle(e, EDIT_SNIPPET_MAX_CHARS) for e in f.edits],
                     rank=RANK_CHANGED if f.changed else RANK_DETAIL, sub_ranks=[RANK_DETAIL] * len(f.edits))
              for f in ledger.files]
-    constraints = [Bullet(f"{u.message_id}:", quote=u.text.splitlines(),
+    constraints = [Bullet(f"{ids([u.message_id])}:", quote=u.text.splitlines(),
                           rank=RANK_RULE if RULE_LINE_RE.search(u.text) else RANK_CHANGED)
                    for u in ledger.user_instructions]
     if constraints and ledger.user_instructions_omitted:
@@ -252,13 +263,15 @@ def ledger_sections(ledger: Ledger, lang: str = "en") -> dict[str, Section]:
     }
 
 
-def progress_section(state: WorkState, lang: str = "en") -> Section:
+def progress_section(state: WorkState, lang: str = "en", cite: dict[str, str] | None = None) -> Section:
     """Progress: `### Done / ### In Progress / ### Blocked`, `(none)` under an empty one."""
     t = fact_labels(lang)
+    cite = cite or {}
 
     def item(key: str, i: WorkItem) -> Bullet:
-        where = f" ({i.message_id})" if key != "blocked" and i.message_id else ""
-        return Bullet(f"{i.text}{where} — {t['evidence']}: {'; '.join(i.evidence)}",
+        where = f" ({cite.get(i.message_id, i.message_id)})" if key != "blocked" and i.message_id else ""
+        evidence = "; ".join(LONG_TOKEN_RE.sub(lambda m: cite.get(m.group(0), m.group(0)), e) for e in i.evidence)
+        return Bullet(f"{i.text}{where} — {t['evidence']}: {evidence}",
                       rank=RANK_DONE if key == "done" else RANK_OPEN_WORK)
 
     return Section(blocks=[Block([item(key, i) for i in getattr(state, key)], heading=t[key], empty=t["none"])
@@ -340,6 +353,8 @@ def _units(sections: dict[str, Section]) -> list[_Unit]:
                 ranks = b.sub_ranks or [b.rank] * len(b.subs)
                 for k, sub in enumerate(b.subs):
                     pos = len(b.subs) - 1 - k if b.newest_last else k
+                    if not b.group:  # an edit snippet (one short list per file) is never among the first of its rank
+                        pos += FIRST_PER_RANK + j
                     units.append(_Unit((si, bi, j, k), [f"  - {sub}"], (ranks[k], pos, si),
                                        None if b.group else (si, bi, j)))
     return units

@@ -13,8 +13,8 @@ import re
 import sqlite3
 from typing import Any, Literal, TypedDict
 
-from ..session import Message
-from .records import NotFound
+from ..session import CITED_ID_MIN_CHARS, Message
+from .records import NotFound, StoreError
 from .store import Store
 
 RESPONSE_CAP_BYTES = 20 * 1024  # MiMo-Code's cap for one history response
@@ -238,12 +238,20 @@ def around(store: Store, session_id: str, message_id: str, radius: int = 3) -> A
     radius = max(0, min(int(radius), 50))
     with store.snapshot() as conn:
         target = conn.execute(
-            "SELECT seq FROM messages WHERE session_id = ? AND message_id = ?", (session_id, message_id)
+            "SELECT seq, message_id FROM messages WHERE session_id = ? AND message_id = ?", (session_id, message_id)
         ).fetchone()
+        if target is None and len(message_id) >= CITED_ID_MIN_CHARS:  # a checkpoint cites ids by prefix
+            found = conn.execute(
+                "SELECT seq, message_id FROM messages WHERE session_id = ? AND substr(message_id, 1, ?) = ? LIMIT 2",
+                (session_id, len(message_id), message_id)).fetchall()
+            if len(found) > 1:
+                raise StoreError(f"message id prefix {message_id!r} is ambiguous in session {session_id!r}: "
+                                 f"give more of it")
+            target = found[0] if found else None
         if target is None:
             store.require_session(conn, session_id)
             raise NotFound(f"unknown message {message_id!r} in session {session_id!r}")
-        seq = target["seq"]
+        seq, message_id = target["seq"], target["message_id"]
         rows = [
             *conn.execute(
                 "SELECT seq, body FROM messages WHERE session_id = ? AND seq < ? ORDER BY seq DESC LIMIT ?",
