@@ -50,6 +50,7 @@ from benchmarks.real_facts import (
     KINDS,
     RealCase,
     agent_summary_text,
+    kept,
     load_cases,
     message_text,
     pool,
@@ -108,12 +109,14 @@ def run_compactd(session: Any, backend: Any, counter: Any, context_limit: int, u
     cp = result.checkpoint
     text = message_text(cp.messages)
     score = score_text(text, case.facts)
-    _say(f"{case.name} @ {context_limit} {mode}: {score['kept']}/{score['total']} kept")
+    trust = trust_checks(cp, session, case)
+    _say(f"{case.name} @ {context_limit} {mode}: {score['kept']}/{score['total']} kept, "
+         f"{len(trust['invented'])} invented, {len(trust['pending_called_done'])} pending called done")
     stats = cp.timings.get("model", [])
     return {
         "context_limit": context_limit, "mode": mode, "refused": None,
         "wall_s": round(time.perf_counter() - t0, 2),
-        "score": score,
+        "score": score, **trust,
         "summary_only": score_text(cp.summary_text, case.facts),
         "before_agent_summary": score_text(text, summary_facts) if summary_facts else None,
         "tokens": cp.tokens, "budget": cp.budget, "lang": cp.lang,
@@ -125,6 +128,21 @@ def run_compactd(session: Any, backend: Any, counter: Any, context_limit: int, u
         "checkpoint_messages": cp.messages,
         "text": text,
     }
+
+
+def trust_checks(cp: Any, session: Any, case: RealCase) -> dict[str, list[str]]:
+    """What the checkpoint must never do: name an identifier or path found nowhere in the
+    transcript (in the narrative, the only text a model writes), or list work the transcript
+    leaves open (its `open` facts) under Done."""
+    from benchmarks.fidelity import invented, raw_text
+
+    narrative = cp.narrative or {}
+    written = "\n".join([narrative.get("goal", ""), *narrative.get("next_steps", []),
+                         *(d.get("decision", "") + " " + d.get("reason", "") for d in narrative.get("key_decisions", []))])
+    progress = cp.sections.get("Progress", "")
+    done = progress.split("### In Progress")[0] if "### Done" in progress else ""
+    return {"invented": invented(written, raw_text(session.messages)),
+            "pending_called_done": [f.text for f in case.facts if f.kind == "open" and done and kept(f, done)]}
 
 
 # --- baselines -------------------------------------------------------------------------------
@@ -264,13 +282,16 @@ def aggregate(cases: list[dict[str, Any]]) -> dict[str, Any]:
     for c in cases:
         for r in c["runs"]:
             key = f"compactd{'' if r['mode'] == 'model' else '-no-model'}@{r['context_limit']}"
-            row = rows.setdefault(key, {"scores": [], "refused": [], "before": [], "failed": []})
+            row = rows.setdefault(key, {"scores": [], "refused": [], "before": [], "failed": [], "invented": [],
+                                        "pending_called_done": []})
             if r["refused"]:
                 row["refused"].append({"case": c["name"], "reason": r["refused"]})
             elif r.get("failed"):
                 row["failed"].append({"case": c["name"], "error": r["failed"]})
             else:
                 row["scores"].append(r["score"])
+                row["invented"] += [f"{c['name']}: {x}" for x in r.get("invented", [])]
+                row["pending_called_done"] += [f"{c['name']}: {x}" for x in r.get("pending_called_done", [])]
                 if r["before_agent_summary"]:
                     row["before"].append(r["before_agent_summary"])
         for ctx, baselines in c["baselines"].items():
@@ -281,7 +302,9 @@ def aggregate(cases: list[dict[str, Any]]) -> dict[str, Any]:
                     row["before"].append(b["before_agent_summary"])
     agent = [c["agent_summary"]["score"] for c in cases if c["agent_summary"]]
     out = {key: {**pool(row["scores"]), "transcripts": len(row["scores"]), "refused": len(row["refused"]),
-                 "refusals": row["refused"], "failed": row["failed"], "before_agent_summary": pool(row["before"]) if row["before"] else None}
+                 "refusals": row["refused"], "failed": row["failed"], "before_agent_summary": pool(row["before"]) if row["before"] else None,
+                 **({"invented": row["invented"], "pending_called_done": row["pending_called_done"]}
+                    if key.startswith("compactd") else {})}
            for key, row in rows.items()}
     out["agent-summary"] = {**pool(agent), "transcripts": len(agent), "refused": 0, "refusals": [], "failed": [],
                             "before_agent_summary": pool(agent) if agent else None}
@@ -325,7 +348,9 @@ def headline(real: dict[str, Any]) -> str:
             continue  # e.g. the agent's summary on a set where no agent wrote one
         rate = "n/a" if a["rate"] is None else f"{a['rate']:.0%}"
         refused = (f", {a['refused']} refused" if a["refused"] else "") + (f", {len(a['failed'])} FAILED" if a["failed"] else "")
-        parts.append(f"{key} {rate} ({a['kept']}/{a['total']}{refused})")
+        trust = (f", {len(a['invented'])} invented, {len(a['pending_called_done'])} pending called done"
+                 if "invented" in a else "")
+        parts.append(f"{key} {rate} ({a['kept']}/{a['total']}{refused}{trust})")
     return f"real set, {len(real['cases'])} transcripts: " + "; ".join(parts)
 
 
