@@ -17,6 +17,8 @@ import pytest
 from tests.fakes import ScriptedBackend, served_app
 from tests.integrations.loopback import STUB_REPLY, StubModel
 from worker.agents.claude_code import CHECKPOINT_HEADER, MAX_OUTPUT_BYTES, PRECOMPACT_HEADER, run_hook
+from worker.facts.ledger import extract_ledger
+from worker.formats import claude_code
 from worker.http.responses import COMPACT_PROMPT_START, is_compaction, session_from_input
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,6 +38,11 @@ def test_precompact_prints_the_facts_within_budget():
     assert f"`{CC_ERROR}` — from `git push 2>&1`" in out
     assert "## Critical Context" in out and "## Constraints & Preferences" in out
     assert len(out.encode()) <= MAX_OUTPUT_BYTES
+    # Fitted by importance like a checkpoint: every open error stays, and the cut is counted.
+    session = claude_code.load(CC_TRANSCRIPT)
+    ledger = extract_ledger(session.messages, cwd=session.meta["cwd"])
+    assert ledger.unresolved_errors() and all(f"`{e.text}`" in out for e in ledger.unresolved_errors())
+    assert "Left out to fit this hook's output limit: " in out
 
 
 def test_session_start_adds_the_checkpoint_only_after_a_compaction():

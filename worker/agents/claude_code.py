@@ -31,9 +31,8 @@ from ..facts.actions import scan_actions
 from ..facts.ledger import extract_ledger, user_requests
 from ..facts.workstate import derive_work_state
 from ..pipeline.checkpoint import (
-    DETERMINISTIC,
-    SHRINK_STEPS,
     Section,
+    fit_sections,
     label,
     ledger_sections,
     none_label,
@@ -47,6 +46,8 @@ from ..session import Session, cited_ids
 # bound are under the cap with room for our header lines.
 MAX_OUTPUT_BYTES = 9_000
 GOAL_MAX_CHARS = 600  # the user's first request, as the checkpoint's goal: a pasted log is not a goal
+# The fit's note on what it left out: compactd's history API holds no Claude Code session.
+LEFT_OUT = "Left out to fit this hook's output limit: {what}. Each is still in this session's transcript file."
 EXIT_FAIL_OPEN = 1  # Claude Code's non-blocking hook error: shown, never blocks the compaction
 # Errors first: what a summary loses most. Paths without their edit snippets (the summarizer
 # reads the edits themselves; a path is what it must not garble).
@@ -129,22 +130,14 @@ def _render(sections: dict[str, Section], lang: str, names: tuple[str, ...]) -> 
     return "\n\n".join(parts) + "\n"
 
 
-def _fit(sections: dict[str, Section], lang: str, names: tuple[str, ...], room: int) -> dict[str, Section]:
-    """Shrink the deterministic lists step by step (each cut says how much it left out) until
-    the named sections render within `room` bytes."""
-    current = sections
-    for keep in SHRINK_STEPS:
-        if len(_render(current, lang, names).encode()) <= room:
-            break
-        current = {k: (v.shrunk(keep) if k in DETERMINISTIC else v) for k, v in sections.items()}
-    return current
-
-
 def _bounded(header: str, sections: dict[str, Section], lang: str, names: tuple[str, ...], limit: int) -> str:
-    """Header + the named sections within `limit` UTF-8 bytes; past the last shrink step, a cut
-    at a line boundary (a goal can be long)."""
+    """Header + the named sections within `limit` UTF-8 bytes, fitted by importance like a
+    checkpoint; past the fit's last resort, a cut at a line boundary (a goal can be long)."""
     room = limit - len(header.encode()) - 2
-    text = f"{header}\n\n{_render(_fit(sections, lang, names, room), lang, names)}"
+    _, body, _ = fit_sections(sections, lang, room, lambda text: len(text.encode()),
+                              render=lambda secs: _render(secs, lang, names),
+                              left_out=LEFT_OUT)
+    text = f"{header}\n\n{body}"
     data = text.encode()
     if len(data) > limit:
         cut = data[:limit].decode("utf-8", "ignore")

@@ -292,18 +292,26 @@ def render_summary(sections: dict[str, Section], lang: str, *, reference_prefix:
 
 def fit_sections(sections: dict[str, Section], lang: str, limit: int, count: Callable[[str], int],
                  session_id: str = "<session>", *, reference_prefix: bool = True,
+                 render: Callable[[dict[str, Section]], str] | None = None, left_out: str | None = None,
                  ) -> tuple[dict[str, Section], str, int]:
-    """Fit the deterministic sections into `limit` tokens by importance (see the RANK_* order)."""
-    text = render_summary(sections, lang, reference_prefix=reference_prefix)
+    """Fit the deterministic sections into `limit` (as `count` measures the text) by importance
+    (see the RANK_* order). `render`: how the text is made (default: the summary); `left_out`:
+    the note on what was left out, with `{what}` and `{sid}` fields (default: LEFT_OUT, via
+    compactd's history)."""
+    if render is None:
+        def render(secs: dict[str, Section]) -> str:
+            return render_summary(secs, lang, reference_prefix=reference_prefix)
+    note = left_out or LEFT_OUT.get(lang, LEFT_OUT["en"])
+    text = render(sections)
     n = count(text)
     if n <= limit:
         return sections, text, n
     units = _units(sections)
     ratio = n / max(1, len(text))  # tokens per char of this summary: the estimate for one item
     cost = {u.key: (len("\n".join(u.lines)) + 1) * ratio for u in units}
-    base = _select(sections, set(), units, lang, session_id)
-    room = (limit - count(render_summary(base, lang, reference_prefix=reference_prefix))) * FIT_MARGIN
-    fitted, text, n = base, render_summary(base, lang, reference_prefix=reference_prefix), 0
+    base = _select(sections, set(), units, lang, note, session_id)
+    room = (limit - count(render(base))) * FIT_MARGIN
+    fitted, text, n = base, render(base), 0
     for _ in range(FIT_ROUNDS):
         kept: set[tuple[int, ...]] = set()
         left = room
@@ -313,8 +321,8 @@ def fit_sections(sections: dict[str, Section], lang: str, limit: int, count: Cal
             if cost[u.key] <= left:
                 kept.add(u.key)
                 left -= cost[u.key]
-        fitted = _select(sections, kept, units, lang, session_id)
-        text = render_summary(fitted, lang, reference_prefix=reference_prefix)
+        fitted = _select(sections, kept, units, lang, note, session_id)
+        text = render(fitted)
         n = count(text)
         if n <= limit:
             return fitted, text, n
@@ -323,7 +331,7 @@ def fit_sections(sections: dict[str, Section], lang: str, limit: int, count: Cal
         if n <= limit:
             break
         fitted = {k: (v.shrunk(keep) if k in DETERMINISTIC else v) for k, v in fitted.items()}
-        text = render_summary(fitted, lang, reference_prefix=reference_prefix)
+        text = render(fitted)
         n = count(text)
     return fitted, text, n
 
@@ -361,7 +369,7 @@ def _units(sections: dict[str, Section]) -> list[_Unit]:
 
 
 def _select(sections: dict[str, Section], kept: set[tuple[int, ...]], units: list[_Unit], lang: str,
-            session_id: str) -> dict[str, Section]:
+            note: str, session_id: str) -> dict[str, Section]:
     """The sections with only the `kept` units, a count marker where a list lost items, and a
     Critical Context note saying what was left out and how to get it back."""
     out = dict(sections)
@@ -390,11 +398,10 @@ def _select(sections: dict[str, Section], kept: set[tuple[int, ...]], units: lis
         out[name] = replace(section, blocks=blocks)
     if dropped:
         what = ", ".join(f"{label(k, lang)} {v}" for k, v in dropped.items())
-        note = LEFT_OUT.get(lang, LEFT_OUT["en"]).format(what=what, sid=session_id)
         critical = out.get("Critical Context", Section())
         blocks = critical.blocks or [Block()]
         out["Critical Context"] = replace(critical, blocks=blocks[:-1] + [
-            replace(blocks[-1], bullets=blocks[-1].bullets + [Bullet(note)])])
+            replace(blocks[-1], bullets=blocks[-1].bullets + [Bullet(note.format(what=what, sid=session_id))])])
     return out
 
 
