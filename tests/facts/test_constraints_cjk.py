@@ -44,6 +44,21 @@ def test_rules_rank_before_plain_words_and_survive_a_small_budget():
     assert ledger.user_instructions_omitted == 1
 
 
+def test_a_typed_rule_outranks_newer_pasted_documents():
+    """cc-agentstuff-ko: after the deletion request the user pasted five guide documents (1-2k
+    chars each, full of "must"/"Don't", each ending in 수정해줘). They filled the budget and the
+    typed 삭제해줘 was omitted; short rule-bearing messages now go before long ones."""
+    from pathlib import Path
+
+    from worker.formats import claude_code
+
+    session = claude_code.load(Path(__file__).parents[1] / "fixtures/cc-agentstuff-ko_2b3756eb-8c69-4980-ac0a-8d2c534931d8.jsonl")
+    ledger = extract_ledger(session.messages)
+    kept = [u.text for u in ledger.user_instructions]
+    assert KO_RULE in kept and KO_COMMIT in kept
+    assert ledger.user_instructions_omitted > 0 and any(len(t) > 1000 for t in kept)  # the budget did bite
+
+
 def test_a_long_message_keeps_its_japanese_rule_line_when_cut():
     filler = "\n".join(f"ログ {i}: 処理中の出力がここに続きます。" for i in range(80))
     text = "リリース前の確認です。\n" + filler[:1200] + "\n" + JA_RULE_2 + "\n" + filler[1200:] + "\n以上です。"

@@ -446,8 +446,10 @@ def extract_ledger(messages: list[Message], previous: Ledger | None = None, *, c
              for i, m in user_requests(messages)
              if m.id not in known and m.user_text.strip() not in known_texts and not answered_question(messages, i)]
     # Messages that state a rule ("do not change …", "不要 …") first, so a budget or a shrunk
-    # section drops plain requests (they are also in Progress) before a user's constraint.
-    pool = sorted(fresh + ledger.user_instructions, key=lambda u: (not RULE_LINE_RE.search(u.text), -u.seq))
+    # section drops plain requests (they are also in Progress) before a user's constraint; among
+    # them the short ones (typed) before long ones (often a pasted document, cut down anyway).
+    pool = sorted(fresh + ledger.user_instructions,
+                  key=lambda u: (not RULE_LINE_RE.search(u.text), len(u.text) > USER_MESSAGE_MAX_CHARS, -u.seq))
     ledger.user_instructions, omitted = budget_user_instructions(pool, user_budget_chars)
     ledger.user_instructions_omitted = omitted + (ledger.user_instructions_omitted if previous else 0)
 
