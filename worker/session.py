@@ -216,6 +216,12 @@ def message_id(index: int, prefix: str = "m") -> str:
 CITED_ID_MIN_CHARS = 8  # a UUID costs ~35 tokens, its first 8 hex ~8: a checkpoint cites dozens
 
 
+def id_forms(ids: list[str]) -> set[str]:
+    """Every way a checkpoint may name these messages: whole, or cited (to strip them from text
+    for a reader that cannot look them up)."""
+    return set(ids) | set(cited_ids(ids).values())
+
+
 def cited_ids(ids: list[str]) -> dict[str, str]:
     """How a checkpoint cites each message id: its shortest prefix of at least
     CITED_ID_MIN_CHARS that no other id of the session starts with (as git abbreviates a sha).

@@ -7,6 +7,7 @@ runs in test_codex.py."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -103,6 +104,10 @@ def test_responses_compaction_stream_and_forwarding():
     assert item["type"] == "message" and item["role"] == "assistant"
     assert text.startswith("## Goal\n") and "## Critical Context" in text and "## Relevant Files" in text
     assert "REFERENCE ONLY" not in text
+    # Codex replaces its history with this text: no compactd message id it could not look up.
+    ids = [m.id for m in session_from_input(body, "s1").messages]
+    cited = "|".join(map(re.escape, ids))
+    assert "foo.py" in text and not re.search(rf"\((?:{cited})\b", text)
     assert events[-1]["response"]["usage"]["output_tokens"] > 0
     assert len(logged) == 1  # only the plain turn reached the upstream
     assert forwarded.status_code == 200

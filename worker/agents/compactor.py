@@ -27,7 +27,7 @@ from backends.base import Backend
 from ..formats import load as load_transcript
 from ..pipeline import SUMMARY_MAX_TOKENS, CompactionConfig, compact
 from ..pipeline.checkpoint import Checkpoint
-from ..session import Message, Session, TextPart, cited_ids, message_id
+from ..session import Message, Session, TextPart, id_forms, message_id
 from ..tokens import TokenCounter
 from .blob import parse_conversation
 from .recognize import AgentRequest
@@ -121,8 +121,7 @@ class AgentCompactor:
         result = compact(session, backend, config, previous=previous, counter=counter)
         checkpoint = result.checkpoint
         checkpoint.audit["mode"] = f"agent:{req.agent}:{mode}"
-        ids = [m.id for m in session.messages]
-        text = render(result.sections, checkpoint.lang, req.agent, req.kind, set(ids) | set(cited_ids(ids).values()))
+        text = render(result.sections, checkpoint.lang, req.agent, req.kind, id_forms([m.id for m in session.messages]))
         if req.kind == "history":
             self._remember(key, req.session_key, AgentState(session, checkpoint, text))
         return AgentCompaction(text, checkpoint, mode, len(received.messages))

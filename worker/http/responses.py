@@ -32,11 +32,12 @@ from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 from starlette.background import BackgroundTask
 
+from ..agents.template import render
 from ..formats import codex
 from ..pipeline import CompactionConfig, CompactionResult, compact
 from ..service.scheduler import FOREGROUND_LANE, Job, JobBackend
 from ..service.service import CompactdService
-from ..session import Session
+from ..session import Session, id_forms
 from . import chat
 from .errors import ApiError, api_error_for
 from .routes import DISCONNECT_POLL_S, get_service
@@ -192,7 +193,10 @@ async def compaction_stream(request: Request, service: CompactdService, job: Job
         yield event("response.failed", response={**response, "status": "failed",
                                                  "error": {"code": err.code, "message": err.message}})
         return
-    for chunk in completion_events(response, result.checkpoint.summary_text, usage_of(result)):
+    # Codex replaces its history with this text and cannot look up compactd's message ids.
+    text = render(result.sections, result.checkpoint.lang, "codex",
+                  ids=id_forms([m.id for m in result.pruned_session.messages]))
+    for chunk in completion_events(response, text, usage_of(result)):
         yield chunk
 
 

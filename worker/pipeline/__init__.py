@@ -18,7 +18,7 @@ from backends.engine_thread import FOREGROUND
 from ..facts.actions import scan_actions
 from ..facts.ledger import Ledger, answered_question, extract_ledger, user_requests
 from ..facts.workstate import WorkState, derive_work_state
-from ..session import Message, Session, boundary_index, cited_ids
+from ..session import Message, Session, boundary_index, cited_ids, id_forms
 from ..tokens import Budget, TokenCounter, make_budget
 from .anchor import AGENT_SUMMARY_SHARE, agent_summary, bounded, summary_body
 from .checkpoint import (
@@ -237,7 +237,7 @@ def _narrate(session: Session, backend: Backend, config: CompactionConfig, previ
     if config.use_model and head:
         window = config.summarizer_window or backend.info().context_size or 8192
         say(f"summarizing {len(head)} messages with the model")
-        ids = {m.id for m in session.messages} | set(cited_ids([m.id for m in session.messages]).values())
+        ids = id_forms([m.id for m in session.messages])
         result = summarize_narrative(
             backend, head,
             facts=strip_message_ids(render_summary(facts.sections, facts.lang, reference_prefix=False), ids),
