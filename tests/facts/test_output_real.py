@@ -125,6 +125,10 @@ def test_logs_network_and_cli_errors():
     api = ('API Error: 400 {"type":"error","error":{"type":"invalid_request_error","message":"Output blocked by '
            'content filtering policy"},"request_id":"req_011CYfokuSwCgyRxW4fWzEWw"}')
     assert error_lines(api) == [api]
+    # opencode-darkfactory: the context7 MCP tool's whole (status "completed") result.
+    auth = "Invalid API key. Please check your API key. API keys should start with 'ctx7sk' prefix."
+    assert error_lines(auth) == [auth]
+    assert error_lines("Invalid input: expected a list") == []  # not every "Invalid" is an error line
 
 
 def test_go_rust_and_localized_formats():

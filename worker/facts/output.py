@@ -44,6 +44,7 @@ ERROR_LINE_RES = (
     re.compile(r"^panic: "),  # Go
     re.compile(r"No such file or directory|command not found|Permission denied|Segmentation fault"),
     re.compile(r"\bCannot find module\b|\bModule not found\b"),
+    re.compile(r"^(?:Invalid|Missing|Expired|Revoked) (?:API key|access token|credentials)\b"),  # auth (MCP tools)
 )
 # Lines that carry no information when picking an is_error result's first meaningful line.
 # Harness wrapping around a line: leading/trailing tags (`<bash-stdout>`, `<system-reminder>`),
