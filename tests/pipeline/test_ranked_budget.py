@@ -40,14 +40,19 @@ def count(text: str) -> int:
     return len(text) // 4
 
 
-@pytest.fixture(scope="module")
-def pi():
-    session = load(PI)
+def fact_sections(path: Path, cite: bool = False):
+    """(session, ledger, the deterministic sections), ids cited short when `cite`."""
+    session = load(path)
     actions = scan_actions(session.messages)
     ledger = extract_ledger(session.messages, actions=actions)
     state = derive_work_state(session.messages, ledger, actions=actions)
-    sections = {**ledger_sections(ledger), "Progress": progress_section(state)}
-    return session, ledger, sections
+    ids = cited_ids([m.id for m in session.messages]) if cite else None
+    return session, ledger, {**ledger_sections(ledger, "en", ids), "Progress": progress_section(state, "en", ids)}
+
+
+@pytest.fixture(scope="module")
+def pi():
+    return fact_sections(PI)
 
 
 def _items(text: str) -> int:
@@ -116,12 +121,7 @@ def test_a_summary_that_fits_is_untouched(pi):
 # ---------------------------------------------------------------------------- cc-spotter: UUID ids, ~90 runs
 @pytest.fixture(scope="module")
 def spotter():
-    session = load(SPOTTER)
-    actions = scan_actions(session.messages)
-    ledger = extract_ledger(session.messages, actions=actions)
-    state = derive_work_state(session.messages, ledger, actions=actions)
-    cite = cited_ids([m.id for m in session.messages])
-    return session, ledger, {**ledger_sections(ledger, "en", cite), "Progress": progress_section(state, "en", cite)}
+    return fact_sections(SPOTTER, cite=True)
 
 
 def test_message_ids_are_cited_by_their_shortest_unique_prefix(spotter):
