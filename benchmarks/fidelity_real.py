@@ -336,7 +336,8 @@ def plot(real: dict[str, Any], path: Path, title: str) -> None:
         axis.set_xticks(range(len(labels)), labels, fontsize=8)
         axis.set_ylim(0, 1.05)
         axis.set_title(heading, fontsize=9)
-        axis.legend(fontsize=6)
+        if shown:  # a quick run may have nothing to show on a side
+            axis.legend(fontsize=6)
     ax.set_ylabel("expected facts kept")
     save_figure(fig, path, title)
 
