@@ -139,8 +139,7 @@ def trust_checks(cp: Any, session: Any, case: RealCase) -> dict[str, list[str]]:
     narrative = cp.narrative or {}
     written = "\n".join([narrative.get("goal", ""), *narrative.get("next_steps", []),
                          *(d.get("decision", "") + " " + d.get("reason", "") for d in narrative.get("key_decisions", []))])
-    progress = cp.sections.get("Progress", "")
-    done = progress.split("### In Progress")[0] if "### Done" in progress else ""
+    done = "\n".join(f"{i['text']} {' '.join(i['evidence'])}" for i in cp.work_state.get("done", []))
     return {"invented": invented(written, raw_text(session.messages)),
             "pending_called_done": [f.text for f in case.facts if f.kind == "open" and done and kept(f, done)]}
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
@@ -230,9 +231,8 @@ def cited_ids(ids: list[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for i, mid in enumerate(ordered):
         need = CITED_ID_MIN_CHARS
-        for other in ordered[max(0, i - 1):i] + ordered[i + 1:i + 2]:
-            common = next((k for k, (a, b) in enumerate(zip(mid, other, strict=False)) if a != b), min(len(mid), len(other)))
-            need = max(need, common + 1)
+        for other in ordered[max(0, i - 1):i] + ordered[i + 1:i + 2]:  # sorted: only neighbours share more
+            need = max(need, len(os.path.commonprefix([mid, other])) + 1)
         while need < len(mid) and not mid[need - 1].isalnum():  # `abcdefgh-` reads as cut short
             need += 1
         out[mid] = mid if need >= len(mid) - 3 else mid[:need]  # a cut of a few chars is not worth the lookup

@@ -21,9 +21,9 @@ from worker.facts.text import cut_middle, one_line
 from worker.facts.workstate import derive_work_state
 from worker.formats import load
 from worker.pipeline.checkpoint import (
-    COMMAND_MAX_CHARS,
     EDIT_SNIPPET_MAX_CHARS,
     FIRST_PER_RANK,
+    LISTED_COMMAND_MAX_CHARS,
     fit_sections,
     ledger_sections,
     progress_section,
@@ -45,8 +45,8 @@ def fact_sections(path: Path, cite: bool = False):
     session = load(path)
     actions = scan_actions(session.messages)
     ledger = extract_ledger(session.messages, actions=actions)
-    state = derive_work_state(session.messages, ledger, actions=actions)
     ids = cited_ids([m.id for m in session.messages]) if cite else None
+    state = derive_work_state(session.messages, ledger, actions=actions, cite=ids)
     return session, ledger, {**ledger_sections(ledger, "en", ids), "Progress": progress_section(state, "en", ids)}
 
 
@@ -140,7 +140,7 @@ def test_runs_that_changed_something_go_before_looks(spotter):
     session, ledger, sections = spotter
     _, text, _ = fit_sections(sections, "en", 3000, count, session.id)
     runs = list(reversed(ledger.commands))  # newest first, as the fill reads them
-    shown = {i for i, c in enumerate(runs) if f"`{cut_middle(one_line(c.command), COMMAND_MAX_CHARS)}`" in text}
+    shown = {i for i, c in enumerate(runs) if f"`{cut_middle(one_line(c.command), LISTED_COMMAND_MAX_CHARS)}`" in text}
     changes_missing = [i for i, c in enumerate(runs) if i not in shown and not only_looks(c.command)]
     assert changes_missing and shown  # the budget bites inside Commands
     # While a run that changed something is left out, no look-only run past the first few is shown.

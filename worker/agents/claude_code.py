@@ -112,10 +112,10 @@ def fact_sections(session: Session) -> tuple[dict[str, Section], str]:
     cwd = session.meta.get("cwd") if isinstance(session.meta.get("cwd"), str) else None
     actions = scan_actions(messages, cwd=cwd)
     ledger = extract_ledger(messages, cwd=cwd, actions=actions)
-    state = derive_work_state(messages, ledger, cwd=cwd, actions=actions)
+    cite = cited_ids([m.id for m in messages])
+    state = derive_work_state(messages, ledger, cwd=cwd, actions=actions, cite=cite)
     lang = detect_language(messages)
     requests = [m.user_text for _, m in user_requests(messages)] or [m.user_text for m in messages if m.starts_turn]
-    cite = cited_ids([m.id for m in messages])
     sections = {**ledger_sections(ledger, lang, cite), "Progress": progress_section(state, lang, cite),
                 "Goal": Section(text=requests[0][:GOAL_MAX_CHARS] if requests else "")}
     return sections, lang

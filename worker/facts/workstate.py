@@ -70,14 +70,15 @@ def _is_edit(action: Action, scratch: set[str]) -> bool:
     return any(not (what == "deleted" and path in scratch) for path, what in action.changes)
 
 
-def _evidence_line(action: Action) -> str:
+def _evidence_line(action: Action, cite: dict[str, str]) -> str:
+    mid = cite.get(action.message_id, action.message_id)
     if action.commits:
         sha, subject, _ = action.commits[0]
-        return f"commit {code(sha) + ' ' if sha else ''}{code(subject)} ({action.message_id})"
+        return f"commit {code(sha) + ' ' if sha else ''}{code(subject)} ({mid})"
     tally = next((t for t, _ in action.tallies), None)
     if tally and action.output is None:
-        return f"{code(one_line(action.command or ''))} → {code(tally)} ({action.message_id})"
-    return f"{command_result(action)} ({action.message_id})"
+        return f"{code(one_line(action.command or ''))} → {code(tally)} ({mid})"
+    return f"{command_result(action)} ({mid})"
 
 
 def _is_evidence(action: Action) -> bool:
@@ -115,8 +116,10 @@ def _docs_applied(edits: list[Action]) -> bool:
 
 
 def derive_work_state(messages: list[Message], ledger: Ledger, *, cwd: str | None = None,
-                      actions: list[Action] | None = None) -> WorkState:
-    """`actions`: `scan_actions(messages, cwd=cwd)` when the caller has it already."""
+                      actions: list[Action] | None = None, cite: dict[str, str] | None = None) -> WorkState:
+    """`actions`: `scan_actions(messages, cwd=cwd)` when the caller has it already; `cite`: how
+    evidence names a message id (session.cited_ids; whole by default)."""
+    cite = cite or {}
     if actions is None:
         actions = scan_actions(messages, cwd=cwd)
     scratch = {p for a in actions for p, w in a.files if w == "created"} & {
@@ -137,7 +140,8 @@ def derive_work_state(messages: list[Message], ledger: Ledger, *, cwd: str | Non
             # The last request may still be being written; once the user speaks again it is done.
             if proof is None and pos < last_turn and _docs_applied(edits):
                 paths = ", ".join(code(p) for p in sorted(files)[:3])
-                item.evidence.append(f"edited {paths} ({edits[-1].message_id}); documentation, no run checks it")
+                item.evidence.append(f"edited {paths} ({cite.get(edits[-1].message_id, edits[-1].message_id)}); "
+                                     "documentation, no run checks it")
                 state.done.append(item)
                 continue
         else:
@@ -147,21 +151,22 @@ def derive_work_state(messages: list[Message], ledger: Ledger, *, cwd: str | Non
             # A later failing run in the same turn outweighs an earlier green one.
             later = [a for a in turn if a.pos > proof.pos and a.verifies and a.has_result and not a.passed]
             if later:
-                item.evidence.append(f"green {_evidence_line(proof)}, then failed {_evidence_line(later[-1])}")
+                item.evidence.append(f"green {_evidence_line(proof, cite)}, then failed {_evidence_line(later[-1], cite)}")
                 state.in_progress.append(item)
                 continue
         if proof is not None:
-            item.evidence.append(_evidence_line(proof))
+            item.evidence.append(_evidence_line(proof, cite))
             state.done.append(item)
             continue
         if edits:
             last = edits[-1]
             paths = ", ".join(code(p) for p, _ in last.changes[:3])
-            item.evidence.append(f"last edit {paths} ({last.call_message_id or last.message_id}); "
+            edit_id = last.call_message_id or last.message_id
+            item.evidence.append(f"last edit {paths} ({cite.get(edit_id, edit_id)}); "
                                  "no passing run or commit after it")
         failing = [a for a in turn if a.has_result and a.status == "failed" and a.command]
         if failing:
-            item.evidence.append(f"{_evidence_line(failing[-1])}")
+            item.evidence.append(_evidence_line(failing[-1], cite))
         if not item.evidence:
             item.evidence.append("no verification or commit after the request")
         if is_last or edits:
@@ -169,11 +174,11 @@ def derive_work_state(messages: list[Message], ledger: Ledger, *, cwd: str | Non
         else:
             state.unverified.append(item)
 
-    state.blocked = _blocked(actions, ledger)
+    state.blocked = _blocked(actions, ledger, cite)
     greens = [a for a in actions if a.verifies and a.has_result and a.passed]
     last_green_pos = greens[-1].pos if greens else -1
     if greens:
-        state.last_green = _evidence_line(greens[-1])
+        state.last_green = _evidence_line(greens[-1], cite)
     changed: list[str] = []
     for a in actions:
         if a.pos > last_green_pos and _is_edit(a, scratch):
@@ -186,7 +191,7 @@ def derive_work_state(messages: list[Message], ledger: Ledger, *, cwd: str | Non
     return state
 
 
-def _blocked(actions: list[Action], ledger: Ledger) -> list[WorkItem]:
+def _blocked(actions: list[Action], ledger: Ledger, cite: dict[str, str]) -> list[WorkItem]:
     """Unresolved errors seen at least twice with no edit after their last occurrence."""
     pos_of = {a.message_id: a.pos for a in actions}
     edit_positions = [a.pos for a in actions if a.changes]
@@ -198,7 +203,8 @@ def _blocked(actions: list[Action], ledger: Ledger) -> list[WorkItem]:
         if any(p > last for p in edit_positions):
             continue  # someone is still working on it
         src = f"{code(one_line(err.command))} " if err.command else ""
-        evidence = [f"{src}failed {err.attempts}× ({', '.join(err.message_ids[-3:])})", "no edit since"]
+        ids = ", ".join(cite.get(m, m) for m in err.message_ids[-3:])
+        evidence = [f"{src}failed {err.attempts}× ({ids})", "no edit since"]
         out.append(WorkItem(text=code(err.text), evidence=evidence, message_id=err.message_ids[-1]))
     return out[:MAX_BLOCKED]
 

@@ -143,8 +143,9 @@ def completion_events(response: dict[str, Any], text: str, usage: dict[str, Any]
     ]
 
 
-def usage_of(result: CompactionResult) -> dict[str, Any]:
-    before, summary = int(result.checkpoint.tokens.get("before", 0)), int(result.checkpoint.tokens.get("summary", 0))
+def usage_of(service: CompactdService, result: CompactionResult, text: str) -> dict[str, Any]:
+    """The history compactd read, and the text Codex gets (ids stripped: not the checkpoint's summary)."""
+    before, summary = int(result.checkpoint.tokens.get("before", 0)), service.require_backend().count(text)
     return {"input_tokens": before, "input_tokens_details": {"cached_tokens": 0},
             "output_tokens": summary, "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": before + summary}
@@ -196,7 +197,8 @@ async def compaction_stream(request: Request, service: CompactdService, job: Job
     # Codex replaces its history with this text and cannot look up compactd's message ids.
     text = render(result.sections, result.checkpoint.lang, "codex",
                   ids=id_forms([m.id for m in result.pruned_session.messages]))
-    for chunk in completion_events(response, text, usage_of(result)):
+    usage = await asyncio.to_thread(usage_of, service, result, text)
+    for chunk in completion_events(response, text, usage):
         yield chunk
 
 

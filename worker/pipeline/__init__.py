@@ -184,11 +184,11 @@ def _facts(session: Session, previous: Checkpoint | None) -> _Facts:
     cwd = session.meta.get("cwd") if isinstance(session.meta.get("cwd"), str) else None
     actions = scan_actions(since_boundary, cwd=cwd)
     ledger = extract_ledger(since_boundary, previous=prev_ledger, cwd=cwd, actions=actions)
-    state = derive_work_state(since_boundary, ledger, cwd=cwd, actions=actions)
+    cite = cited_ids([m.id for m in session.messages])  # over the whole session: each prefix is unique in it
+    state = derive_work_state(since_boundary, ledger, cwd=cwd, actions=actions, cite=cite)
     lang = detect_language(since_boundary)
     if previous is not None and not any(m.role == "user" and m.text for m in since_boundary):
         lang = previous.lang
-    cite = cited_ids([m.id for m in session.messages])
     facts = ledger_sections(ledger, lang, cite)
     sections = {
         "Constraints & Preferences": facts["Constraints & Preferences"],

@@ -16,7 +16,6 @@ language) lives in this module and nowhere else.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -110,9 +109,8 @@ LEFT_OUT = {
            "（`GET /v1/sessions/{{id}}/history/search?q=…`，或按上文的消息 id 用 `…/history/around?message_id=…`；"
            "命令行 `compactd history search {sid} …`）。"),
 }
-ERROR_COMMAND_MAX_CHARS = 100  # an error names the run it came from; the full command is under Commands
-COMMAND_MAX_CHARS = 200  # a command is known by its start and end; a long `--reason="…"` is in the history
-LONG_TOKEN_RE = re.compile(r"[\w-]{12,}")  # a message id inside an evidence line, to cite short
+ERROR_COMMAND_MAX_CHARS = 100  # an error names the run it came from; the run itself is under Commands
+LISTED_COMMAND_MAX_CHARS = 200  # under Commands a run is known by its start and end; a long `--reason="…"` is in the history
 IDS_PER_RUN = 1  # the latest run of a command or tally: `around` it finds the earlier ones
 
 
@@ -241,7 +239,7 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
         shown = ledger.commands
         last = [id(c) for st in ("failed", "ok") for c in [next((c for c in reversed(shown) if c.status == st), None)] if c]
         critical.append(Bullet(f"{t['commands']}:", subs=[
-            f"{command_result(c, t['exit'], t['failed'], COMMAND_MAX_CHARS)} ({ids(c.message_ids[-IDS_PER_RUN:])})"
+            f"{command_result(c, t['exit'], t['failed'], LISTED_COMMAND_MAX_CHARS)} ({ids(c.message_ids[-IDS_PER_RUN:])})"
             for c in shown],
             sub_ranks=[RANK_LAST_RUN if id(c) in last else RANK_DETAIL if only_looks(c.command) else RANK_DONE
                        for c in shown],
@@ -270,8 +268,7 @@ def progress_section(state: WorkState, lang: str = "en", cite: dict[str, str] | 
 
     def item(key: str, i: WorkItem) -> Bullet:
         where = f" ({cite.get(i.message_id, i.message_id)})" if key != "blocked" and i.message_id else ""
-        evidence = "; ".join(LONG_TOKEN_RE.sub(lambda m: cite.get(m.group(0), m.group(0)), e) for e in i.evidence)
-        return Bullet(f"{i.text}{where} — {t['evidence']}: {evidence}",
+        return Bullet(f"{i.text}{where} — {t['evidence']}: {'; '.join(i.evidence)}",
                       rank=RANK_DONE if key == "done" else RANK_OPEN_WORK)
 
     return Section(blocks=[Block([item(key, i) for i in getattr(state, key)], heading=t[key], empty=t["none"])
