@@ -44,19 +44,27 @@ def test_rules_rank_before_plain_words_and_survive_a_small_budget():
     assert ledger.user_instructions_omitted == 1
 
 
-def test_a_typed_rule_outranks_newer_pasted_documents():
-    """cc-agentstuff-ko: after the deletion request the user pasted five guide documents (1-2k
-    chars each, full of "must"/"Don't", each ending in 수정해줘). They filled the budget and the
-    typed 삭제해줘 was omitted; short rule-bearing messages now go before long ones."""
+def test_pasted_documents_are_kept_as_their_typed_instruction():
+    """cc-agentstuff-ko: the user pasted fifteen guide documents (1-18k chars each, full of
+    "must"/"Don't", each ending in 수정해줘.) after the approved plan. Quoted, they filled the
+    budget and pushed out the typed 삭제해줘 and the plan's steps; a pasted document is now its
+    first line, a cut marker and the instruction typed after it, and the plan keeps its steps."""
     from pathlib import Path
 
     from worker.formats import claude_code
 
     session = claude_code.load(Path(__file__).parents[1] / "fixtures/cc-agentstuff-ko_2b3756eb-8c69-4980-ac0a-8d2c534931d8.jsonl")
     ledger = extract_ledger(session.messages)
-    kept = [u.text for u in ledger.user_instructions]
-    assert KO_RULE in kept and KO_COMMIT in kept
-    assert ledger.user_instructions_omitted > 0 and any(len(t) > 1000 for t in kept)  # the budget did bite
+    kept = {u.message_id: u.text for u in ledger.user_instructions}
+    assert KO_RULE in kept.values() and KO_COMMIT in kept.values()
+    assert ledger.user_instructions_omitted == 0
+    pasted = [t for t in kept.values() if t.startswith("# Project Integration")]
+    assert len(pasted) == 1 and pasted[0].endswith("\n수정해줘") and "chars cut" in pasted[0] and len(pasted[0]) < 80
+    plan = kept[session.messages[0].id]
+    for step in ("Add Korean `description` (within 200 char limit)",
+                 "Set CalVer `version: 2026.02.0` (February 2026 migration, patch 0)",
+                 "from XML metadata format to YAML front matter format following `spec-design/common-template.md`"):
+        assert step in plan
 
 
 def test_a_long_message_keeps_its_japanese_rule_line_when_cut():

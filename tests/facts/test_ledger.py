@@ -15,7 +15,10 @@ from worker.facts.ledger import (
     MAX_FILES,
     MAX_RESOLVED_ERRORS,
     MAX_UNRESOLVED_ERRORS,
+    RULE_LINE_RE,
     Ledger,
+    condense_user_message,
+    cut_paste,
     extract_ledger,
     is_chitchat,
 )
@@ -297,6 +300,37 @@ def test_long_user_message_keeps_its_opening_its_end_and_its_rules():
     cuts = sum(int(n) for n in re.findall(r"\[… (\d+) chars cut …\]", u.text))
     kept = re.sub(r"\[… \d+ chars cut …\]\n?", "", u.text)
     assert 0 <= len(brief.strip()) - len(kept) - cuts <= 4
+
+
+@pytest.mark.parametrize("text, rule", [
+    ("omfg use fucking rgb values in the themes, no rgb indices!", True),  # pi line 389: a correction
+    ("no, that's not it, bot use the dark theme.", True),  # pi line 356
+    ("No conosle logs! setTheme should return an error", True),
+    ("1. YAML front matter syntax is valid (no parsing errors)", False),  # a plan's check, not a rule
+    ("Error: no such file", False),
+])
+def test_a_correction_is_a_rule(text, rule):
+    assert bool(RULE_LINE_RE.search(text)) is rule
+
+
+def test_a_cut_brief_keeps_its_steps_not_its_quoted_samples():
+    """A plan's imperative steps are kept after its rules; lines in a ``` block are a quoted
+    sample (agent-stuff-ko's plan quotes XML full of "must" and "Always"), not the user's rules."""
+    sample = "```xml\n<rules>\n" + "".join(f"- Always do sample thing {i}\n" for i in range(30)) + "</rules>\n```\n"
+    filler = "".join(f"Background sentence number {i} about the context.\n" for i in range(40))
+    text = ("# Migration plan\n" + filler + sample + "- Add Korean `description` (within 200 char limit)\n"
+            + filler + "- Set CalVer `version: 2026.02.0`\n" + filler + "Done.")
+    cut = condense_user_message(text, 600)
+    assert "- Add Korean `description` (within 200 char limit)" in cut and "- Set CalVer `version: 2026.02.0`" in cut
+    assert "sample thing" not in cut
+
+
+def test_a_pasted_document_is_its_typed_instruction():
+    doc = "# Project Integration\n\n<meta>\nDocument: project-integration.md\n</meta>\n\n" + "- Don't add tools\n" * 80
+    assert cut_paste(doc + "\n\n\n수정해줘") == f"# Project Integration\n[… {len(doc) - 21} chars cut …]\n수정해줘"
+    typed = "hm, i selected the theme while you were working and got a crash, that should never happen.\n\n" + doc
+    assert cut_paste(typed) == typed  # typed prose first: not a paste with an instruction after it
+    assert cut_paste(doc) == doc  # no instruction after it
 
 
 def test_a_users_rule_comes_before_newer_plain_requests():

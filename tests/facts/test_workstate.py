@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from tests.fakes import Builder, swe_messages
 from worker.facts.ledger import extract_ledger
-from worker.facts.workstate import WorkState, derive_work_state
+from worker.facts.workstate import WorkState, derive_work_state, request_text, split_deferred
 from worker.pipeline.checkpoint import progress_section, render_summary
 from worker.session import Message
 
@@ -218,3 +218,25 @@ def test_green_unrelated_test_is_no_evidence_for_one_still_failing():
     assert f"({failing})" in state.in_progress[0].evidence[-1]
     b.bash("pytest", "20 passed in 0.4s")  # a broader run covers the failed one
     assert [i.text for i in state_of(b.messages).done][-1] == "tests/test_discounts.py fails, please fix it"
+
+
+def test_the_part_of_a_request_put_off_for_later_is_not_done():
+    """codex-desktop line 769: the turn removed the active-session code and `pnpm test` passed, but
+    its request also says "We'll handle active session in a different view tree later": that
+    sentence stays open work, not a Done item."""
+    request = ("[sessionsTreeView.ts](src/components/sessionsTreeView.ts) should have nothing to do with active "
+               "sessions. We'll handle active session in a different view tree later. For now remove all active "
+               "session functionalities and anything related \n")
+    b = Builder()
+    asked = b.user(request)
+    b.edit("src/components/sessionsTreeView.ts")
+    green = b.bash("pnpm test", "42 passing")
+    state = state_of(b.messages)
+    assert [i.text for i in state.done] == [request_text(
+        "[sessionsTreeView.ts](src/components/sessionsTreeView.ts) should have nothing to do with active sessions. "
+        "For now remove all active session functionalities and anything related")]
+    assert green in state.done[0].evidence[0]
+    assert [(i.text, i.message_id) for i in state.in_progress] == [
+        ("We'll handle active session in a different view tree later.", asked)]
+    # All of it put off: the request itself is for later, left whole.
+    assert split_deferred("Let's do the docs later.") == ("Let's do the docs later.", "")

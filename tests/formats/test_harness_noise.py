@@ -112,3 +112,15 @@ def test_codex_agents_md_environment_and_image_placeholders():
     assert users[0].meta["harness"] == ["agents-md", "environment-context"]
     assert users[2].meta["harness"] == ["image"]
     assert users[2].user_text == "Messate/text should be aligned in the middle of the avatar and time"
+
+
+def test_claude_code_plan_handoff_wrapper_is_not_the_user():
+    # agent-stuff-ko line 3: a plan approved with "clear context" (the record's `planContent`):
+    # Claude Code wraps it in "Implement the following plan:" and a pointer to the old transcript.
+    ko = FIXTURES / "cc-agentstuff-ko_2b3756eb-8c69-4980-ac0a-8d2c534931d8.jsonl"
+    rec = records(ko, 3)[0]
+    s = claude_code.load([rec])
+    msg = s.messages[0]
+    assert msg.meta["harness"] == ["plan-handoff"] and msg.starts_turn
+    assert msg.user_text == rec["planContent"].strip()
+    assert msg.text.startswith("Implement the following plan:")  # what the model was sent stays whole

@@ -147,3 +147,13 @@ def test_runs_that_changed_something_go_before_looks(spotter):
     assert not [i for i in shown if i >= FIRST_PER_RANK and only_looks(runs[i].command)]
     assert any(only_looks(c.command) for c in runs[FIRST_PER_RANK:])  # there were looks to leave out
     assert _items(text) > 0
+
+
+def test_runs_that_changed_something_go_before_fixed_errors(pi):
+    """pi's release: `npm run version:minor` (line 984) was left out while fifteen TS errors fixed
+    an hour earlier were listed; a fixed error is history (its fix is under Done and the files)."""
+    session, ledger, sections = pi
+    _, text, _ = fit_sections(sections, "en", 6000, count, session.id)
+    assert "`cd /Users/badlogic/workspaces/pi-mono && npm run version:minor`" in text
+    resolved = [e.text for e in ledger.resolved_errors()]
+    assert resolved and any(f"`{e}`" not in text for e in resolved)  # the budget bit on the fixed ones

@@ -42,12 +42,25 @@ USER_MIN_KEEP_CHARS = 200  # a remainder smaller than this is not worth a cut-do
 # before plain requests. CJK text has no word boundaries and users often write no English cue
 # word, so each language has its own cues: prohibitions, obligations and polite imperatives
 # (「〜してください」, 「삭제해줘」 are how a request or a rule is phrased at all).
-RULE_CUES_EN = (r"\b(?:do not|don't|never|must|cannot|can't|always|should(?:n't| not)?|only|make sure|avoid|keep"
+RULE_CUES_EN = (r"\b(?:do not|don't|never|instead|must|cannot|can't|always|should(?:n't| not)?|only|make sure|avoid|keep"
                 r"|without|important)\b")
 RULE_CUES_ZH = r"不要|不能|不得|禁止|必须|务必|只能|保持|不许|勿|一定要|别|不准|避免|确保|只用|只改"
 RULE_CUES_JA = r"しないで|ないでください|しないこと|てはいけない|てください|禁止|必ず|絶対|だけ|のみ|べき"
 RULE_CUES_KO = r"하지\s?마|하지\s?말|말아\s?(?:줘|주세요)|마세요|금지|반드시|꼭|않도록|해\s?(?:줘|주세요)|하세요"
-RULE_LINE_RE = re.compile("|".join((RULE_CUES_EN, RULE_CUES_ZH, RULE_CUES_JA, RULE_CUES_KO)), re.IGNORECASE)
+# A correction opens a sentence or a clause: "no, use the dark theme", "…, no rgb indices!" (not "no errors").
+RULE_CUES_EN_NO = r"(?:^|(?<=[.!?,;] ))no\b"
+RULE_LINE_RE = re.compile("|".join((RULE_CUES_EN, RULE_CUES_EN_NO, RULE_CUES_ZH, RULE_CUES_JA, RULE_CUES_KO)),
+                          re.IGNORECASE | re.MULTILINE)
+# A line of a long brief that opens with an imperative verb ("- Add Korean `description` …",
+# "Set CalVer …"): a plan's step, as binding as a rule; kept after the rule lines when a brief is cut.
+DIRECTIVE_LINE_RE = re.compile(
+    r"^\s*(?:[-*+]|\d+[.)])?\s*(?:\*\*)?(?:add|set|use|create|remove|delete|keep|update|convert|transform|move|rename"
+    r"|replace|write|generate|follow|make|ensure|change|preserve|migrate|implement)\b", re.IGNORECASE)
+PASTE_MIN_CHARS = 1000  # a shorter message is kept as written
+TYPED_MAX_CHARS = 300  # the instruction typed after a paste is one short paragraph ("수정해줘.")
+# The first line of a pasted document rather than typed prose: a Markdown heading, a code fence,
+# a markup tag, a numbered diff line, a shell prompt.
+PASTE_START_RE = re.compile(r"^\s*(?:#{1,6}\s|```|<[A-Za-z!?/]|[+-]\s*\d|diff --git|➜|\$\s)")
 # User text that is a harness command, not an instruction (e.g. pi's bare `/mode`).
 SLASH_COMMAND_RE = re.compile(r"^/[\w:-]+\s*$")
 CHITCHAT_MAX_CHARS = 80  # an instruction can be short ("跑一下全部测试"); chit-chat is also short
@@ -226,6 +239,16 @@ class Ledger:
 
 
 # ---------------------------------------------------------------------------- small helpers
+def _in_code_fence(lines: list[str]) -> list[bool]:
+    """Which lines are inside a ``` block: quoted source or a sample, not the user's rules."""
+    out, inside = [], False
+    for line in lines:
+        fence = line.lstrip().startswith("```")
+        out.append(inside or fence)
+        inside = inside != fence
+    return out
+
+
 def condense_user_message(text: str, limit: int) -> str:
     """Cut a long user message to `limit` chars keeping what matters most: its opening (the
     request), its end, and in between the lines that state a rule ("Always …", "do not …",
@@ -233,8 +256,8 @@ def condense_user_message(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     lines = text.splitlines(keepends=True)
-    head_left = limit * 2 // 5
-    tail_left = limit // 5
+    head_left = limit * 2 // 5  # the opening states the request
+    tail_left = limit // 10  # a typed last line is short; a long end is a pasted log's or a footer
     keep = [False] * len(lines)
     for i, line in enumerate(lines):  # the opening
         if len(line) > head_left:
@@ -245,9 +268,11 @@ def condense_user_message(text: str, limit: int) -> str:
             break
         keep[i], tail_left = True, tail_left - len(lines[i])
     left = limit - sum(len(x) for x, k in zip(lines, keep, strict=True) if k)
-    for i, line in enumerate(lines):  # the rules, in order, while they fit with their markers
-        if not keep[i] and RULE_LINE_RE.search(line) and len(line) + len(CUT_MARKER) + 8 <= left:
-            keep[i], left = True, left - len(line) - len(CUT_MARKER) - 8
+    fenced = _in_code_fence(lines)
+    for pattern in (RULE_LINE_RE, DIRECTIVE_LINE_RE):  # the rules, then the steps, in order, while they fit
+        for i, line in enumerate(lines):
+            if not keep[i] and not fenced[i] and pattern.search(line) and len(line) + len(CUT_MARKER) + 8 <= left:
+                keep[i], left = True, left - len(line) - len(CUT_MARKER) - 8
     if not any(keep):
         return cut_middle(text, limit)
     out: list[str] = []
@@ -264,6 +289,21 @@ def condense_user_message(text: str, limit: int) -> str:
         out.append(CUT_MARKER.format(n=len(cut)))
     result = "".join(out)
     return result if len(result) <= limit * 11 // 10 else cut_middle(text, limit)
+
+
+def cut_paste(text: str) -> str:
+    """A long message that opens with a pasted document (a guide in Markdown, a diff) and ends
+    with a short typed instruction ("수정해줘.", "remove that"): the document's first line, a cut
+    marker and the instruction. The document's rules are not the user's (it is the material), and
+    quoting them would push out what the user typed; the whole text stays in the history."""
+    if len(text) < PASTE_MIN_CHARS or not PASTE_START_RE.match(text):
+        return text
+    body, sep, typed = text.rstrip().rpartition("\n\n")
+    typed = typed.strip()
+    if not sep or not typed or len(typed) > TYPED_MAX_CHARS or PASTE_START_RE.match(typed):
+        return text
+    first, _, rest = body.partition("\n")
+    return f"{first}\n{CUT_MARKER.format(n=len(rest))}\n{typed}"
 
 
 def _add_id(ids: list[str], mid: str) -> bool:
@@ -442,7 +482,7 @@ def extract_ledger(messages: list[Message], previous: Ledger | None = None, *, c
     # User instructions: new ones (newest first) before the carried ones, one per message id.
     known = {u.message_id for u in ledger.user_instructions}
     known_texts = {u.text for u in ledger.user_instructions}
-    fresh = [UserInstruction(m.id, m.user_text.strip(), False, base + i + 1)
+    fresh = [UserInstruction(m.id, cut_paste(m.user_text.strip()), False, base + i + 1)
              for i, m in user_requests(messages)
              if m.id not in known and m.user_text.strip() not in known_texts and not answered_question(messages, i)]
     # Messages that state a rule ("do not change …", "不要 …") first, so a budget or a shrunk

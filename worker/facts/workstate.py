@@ -27,6 +27,11 @@ REQUEST_TEXT_MAX_CHARS = 160  # the item names the request; the full text is in 
 BLOCKED_MIN_ATTEMPTS = 2  # one failure is a step; the same failure twice with no fix is stuck
 # Documentation no test or build checks: an applied edit is all the evidence there will be
 # (without this an earlier README request stays In Progress forever).
+# A sentence of a request that puts part of it off ("We'll handle active sessions later"): when
+# the turn is Done, that part is not; it stays open work, in the user's words.
+DEFERRED_RE = re.compile(r"\b(?:later|next time|follow[- ]up|in a separate (?:pr|change|commit|task))\b"
+                         r"|以后|稍后|之后再|下次|後で|あとで|後ほど|今度|나중에|다음에", re.IGNORECASE)
+SENTENCE_END_RE = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])|\n+")
 DOC_FILE_RE = re.compile(r"(?:^|/)(?:README|CHANGELOG|CHANGES|NEWS|HISTORY|AUTHORS|CONTRIBUTING|LICENSE|NOTICE)"
                          r"(?:\.\w+)?$|\.(?:md|markdown|rst|txt|adoc)$|(?:^|/)docs?/", re.IGNORECASE)
 
@@ -63,6 +68,16 @@ class WorkState:
 def request_text(text: str) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= REQUEST_TEXT_MAX_CHARS else flat[: REQUEST_TEXT_MAX_CHARS - 1] + "…"
+
+
+def split_deferred(text: str) -> tuple[str, str]:
+    """(the sentences of a request to do now, the ones it puts off); ("", "") parts stay empty.
+    A request that is all deferral is left whole: then the request itself is for later."""
+    sentences = [s.strip() for s in SENTENCE_END_RE.split(text) if s.strip()]
+    later = [s for s in sentences if DEFERRED_RE.search(s)]
+    if not later or len(later) == len(sentences):
+        return text, ""
+    return " ".join(s for s in sentences if s not in later), " ".join(later)
 
 
 def _is_edit(action: Action, scratch: set[str]) -> bool:
@@ -157,6 +172,11 @@ def derive_work_state(messages: list[Message], ledger: Ledger, *, cwd: str | Non
         if proof is not None:
             item.evidence.append(_evidence_line(proof, cite))
             state.done.append(item)
+            done_now, later = split_deferred(msg.user_text)
+            if later:
+                item.text = request_text(done_now)
+                state.in_progress.append(WorkItem(text=request_text(later), message_id=msg.id,
+                                                  evidence=["deferred by the user; not started"]))
             continue
         if edits:
             last = edits[-1]
@@ -209,4 +229,4 @@ def _blocked(actions: list[Action], ledger: Ledger, cite: dict[str, str]) -> lis
     return out[:MAX_BLOCKED]
 
 
-__all__ = ["WorkItem", "WorkState", "derive_work_state", "request_text"]
+__all__ = ["WorkItem", "WorkState", "derive_work_state", "request_text", "split_deferred"]

@@ -63,6 +63,11 @@ HARNESS_NOISE: tuple[Noise, ...] = (
     Noise("ide", re.compile(r"<ide_(?:opened_file|selection|diagnostics)>.*?</ide_\w+>", re.S)),
     Noise("interrupted", re.compile(r"\[Request interrupted by user(?: for tool use)?\]")),
     Noise("image", re.compile(r"\[Image #\d+\]|\[(?:image|document): [^\]\n]*\]")),
+    # A plan approved with "clear context": the plan (the record's `planContent`) is the user's
+    # brief; the wrapper around it is Claude Code's.
+    Noise("plan-handoff", re.compile(
+        r"\AImplement the following plan:\s*(?P<body>.*?)\s*(?:If you need specific details from before "
+        r"(?:exiting plan mode|compaction)[^\n]*?read the full transcript at: \S+\s*)?\Z", re.S), keep="body"),
 )
 # `!cmd` run by the user: the command, and its output in the next record.
 BASH_INPUT_RE = re.compile(r"<bash-input>(.*?)</bash-input>", re.S)

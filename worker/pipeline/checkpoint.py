@@ -93,8 +93,9 @@ RANK_RULE = 1  # the user's constraints, verbatim
 RANK_OPEN_WORK = 2  # In Progress / Blocked
 RANK_CHANGED = 3  # files changed, commits, the current branch, the user's other words
 RANK_LAST_RUN = 4  # the last failing and the last passing command, the latest test tally
-RANK_DONE = 5  # finished work, resolved errors
-RANK_DETAIL = 6  # reads, older runs and tallies, edit snippets, the branch list
+RANK_DONE = 5  # finished work, runs that changed something (an install, a version bump)
+RANK_RESOLVED = 6  # fixed errors: history, and the fix is in Done and the files
+RANK_DETAIL = 7  # reads, older runs and tallies, edit snippets, the branch list
 # The first few items of every rank go in before the rest of any rank: a flood of one kind (a log
 # error repeated forty times, a long list of reads) must not starve the user's rules or the files.
 FIRST_PER_RANK = 4
@@ -219,7 +220,7 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
         for e in resolved:
             by = f" {code(one_line(e.resolved_by_command))}" if e.resolved_by_command else ""
             subs.append(f"{code(e.text)} — {t['resolved_by']}{by} ({ids([e.resolved_by])})")
-        critical.append(Bullet(f"{t['resolved']}:", subs=subs, rank=RANK_DONE, group=True))
+        critical.append(Bullet(f"{t['resolved']}:", subs=subs, rank=RANK_RESOLVED, group=True))
     if ledger.tallies:
         n = len(ledger.tallies)
         critical.append(Bullet(f"{t['tallies']}:", subs=[
