@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from tests.fakes import Builder, swe_messages
 from worker.facts.ledger import extract_ledger
 from worker.facts.workstate import WorkState, derive_work_state, request_text, split_deferred
+from worker.formats import load
 from worker.pipeline.checkpoint import progress_section, render_summary
 from worker.session import Message
 
@@ -240,3 +241,13 @@ def test_the_part_of_a_request_put_off_for_later_is_not_done():
         ("We'll handle active session in a different view tree later.", asked)]
     # All of it put off: the request itself is for later, left whole.
     assert split_deferred("Let's do the docs later.") == ("Let's do the docs later.", "")
+
+
+def test_a_pasted_document_request_is_named_by_its_title_and_instruction():
+    """agent-stuff-ko: each pasted guide (ending in 수정해줘.) was committed; its Done item names
+    the guide and the instruction, not the guide's opening <meta> block, and the guides' own
+    "… optimize later" lines are no deferral of the user's."""
+    session = load(FIXTURES / "cc-agentstuff-ko_2b3756eb-8c69-4980-ac0a-8d2c534931d8.jsonl")
+    state = state_of(session.messages)
+    assert "# Version Control [… 3769 chars cut …] 수정해줘." in [i.text for i in state.done]
+    assert state.in_progress == [] and all("<meta>" not in i.text for i in state.done)

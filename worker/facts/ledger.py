@@ -482,9 +482,10 @@ def extract_ledger(messages: list[Message], previous: Ledger | None = None, *, c
     # User instructions: new ones (newest first) before the carried ones, one per message id.
     known = {u.message_id for u in ledger.user_instructions}
     known_texts = {u.text for u in ledger.user_instructions}
-    fresh = [UserInstruction(m.id, cut_paste(m.user_text.strip()), False, base + i + 1)
+    fresh = [UserInstruction(m.id, text, False, base + i + 1)
              for i, m in user_requests(messages)
-             if m.id not in known and m.user_text.strip() not in known_texts and not answered_question(messages, i)]
+             if m.id not in known and (text := cut_paste(m.user_text.strip())) not in known_texts
+             and not answered_question(messages, i)]
     # Messages that state a rule ("do not change …", "不要 …") first, so a budget or a shrunk
     # section drops plain requests (they are also in Progress) before a user's constraint; among
     # them the short ones (typed) before long ones (often a pasted document, cut down anyway).

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..session import Message
 from .actions import Action, reruns, scan_actions
-from .ledger import Ledger, answered_question, user_requests
+from .ledger import Ledger, answered_question, cut_paste, user_requests
 from .text import code, command_result, one_line
 
 MAX_DONE = 8  # the newest finished requests; older ones are history
@@ -25,13 +25,16 @@ MAX_IN_PROGRESS = 5  # the last request plus a few unverified edits before it
 MAX_BLOCKED = 5
 REQUEST_TEXT_MAX_CHARS = 160  # the item names the request; the full text is in the ledger
 BLOCKED_MIN_ATTEMPTS = 2  # one failure is a step; the same failure twice with no fix is stuck
+# A sentence of a request that puts part of it off ("We'll handle active session … later."): when
+# the turn is Done, that part is not; it stays open work, in the user's words. "later" ends its
+# clause ("the later call" defers nothing).
+DEFERRED_RE = re.compile(r"\blater(?: on)?(?=\s*(?:[.!?,;)]|$))|\b(?:next time|in a follow[- ]up|in a separate "
+                         r"(?:pr|change|commit|task))\b|以后|稍后|之后再|下次|後で|あとで|後ほど|今度|나중에|다음에",
+                         re.IGNORECASE)
+DEFERRAL_MAX_CHARS = 500  # a typed request; in a long brief or a pasted document "later" is its content
+SENTENCE_END_RE = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])|\n+")
 # Documentation no test or build checks: an applied edit is all the evidence there will be
 # (without this an earlier README request stays In Progress forever).
-# A sentence of a request that puts part of it off ("We'll handle active sessions later"): when
-# the turn is Done, that part is not; it stays open work, in the user's words.
-DEFERRED_RE = re.compile(r"\b(?:later|next time|follow[- ]up|in a separate (?:pr|change|commit|task))\b"
-                         r"|以后|稍后|之后再|下次|後で|あとで|後ほど|今度|나중에|다음에", re.IGNORECASE)
-SENTENCE_END_RE = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])|\n+")
 DOC_FILE_RE = re.compile(r"(?:^|/)(?:README|CHANGELOG|CHANGES|NEWS|HISTORY|AUTHORS|CONTRIBUTING|LICENSE|NOTICE)"
                          r"(?:\.\w+)?$|\.(?:md|markdown|rst|txt|adoc)$|(?:^|/)docs?/", re.IGNORECASE)
 
@@ -71,8 +74,10 @@ def request_text(text: str) -> str:
 
 
 def split_deferred(text: str) -> tuple[str, str]:
-    """(the sentences of a request to do now, the ones it puts off); ("", "") parts stay empty.
-    A request that is all deferral is left whole: then the request itself is for later."""
+    """(the sentences of a request to do now, the ones it puts off). Nothing put off, or all of
+    it (then the request itself is for later): (the request, "")."""
+    if len(text) > DEFERRAL_MAX_CHARS:
+        return text, ""
     sentences = [s.strip() for s in SENTENCE_END_RE.split(text) if s.strip()]
     later = [s for s in sentences if DEFERRED_RE.search(s)]
     if not later or len(later) == len(sentences):
@@ -148,7 +153,7 @@ def derive_work_state(messages: list[Message], ledger: Ledger, *, cwd: str | Non
         edits = [a for a in turn if _is_edit(a, scratch)]
         if not edits and answered_question(messages, pos):
             continue  # a question the assistant answered: not work in progress
-        item = WorkItem(text=request_text(msg.user_text), message_id=msg.id)
+        item = WorkItem(text=request_text(cut_paste(msg.user_text.strip())), message_id=msg.id)
         if edits:
             files = {p for a in edits for p, _ in a.changes}
             proof = _find_evidence(actions, pos, edits[-1].pos, files, scratch)
