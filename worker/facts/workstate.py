@@ -153,7 +153,8 @@ def derive_work_state(messages: list[Message], ledger: Ledger, *, cwd: str | Non
         edits = [a for a in turn if _is_edit(a, scratch)]
         if not edits and answered_question(messages, pos):
             continue  # a question the assistant answered: not work in progress
-        item = WorkItem(text=request_text(cut_paste(msg.user_text.strip())), message_id=msg.id)
+        words = cut_paste(msg.user_text.strip())  # a pasted document is named by its title and instruction
+        item = WorkItem(text=request_text(words), message_id=msg.id)
         if edits:
             files = {p for a in edits for p, _ in a.changes}
             proof = _find_evidence(actions, pos, edits[-1].pos, files, scratch)
@@ -177,7 +178,7 @@ def derive_work_state(messages: list[Message], ledger: Ledger, *, cwd: str | Non
         if proof is not None:
             item.evidence.append(_evidence_line(proof, cite))
             state.done.append(item)
-            done_now, later = split_deferred(msg.user_text)
+            done_now, later = split_deferred(words)
             if later:
                 item.text = request_text(done_now)
                 state.in_progress.append(WorkItem(text=request_text(later), message_id=msg.id,

@@ -11,10 +11,11 @@ previous conversation ...") is the previous summary; everything before it is com
 
 What Claude Code itself writes into user records (reminders, slash-command wrappers, local
 command output, interruption markers, image placeholders, the wrapper of a plan approved with
-"clear context") is listed in HARNESS_NOISE: never the user's words. `queue-operation` records hold what the user typed while the agent was busy: an
-`enqueue` later `remove`d was handed to the model mid-turn (the assistant answers it; no user
-record repeats it), so it is imported as a user message after the tool results in flight; one
-`dequeue`d comes back as an ordinary user record, so it is not imported twice.
+"clear context") is listed in HARNESS_NOISE: never the user's words. `queue-operation` records
+hold what the user typed while the agent was busy: an `enqueue` later `remove`d was handed to
+the model mid-turn (the assistant answers it; no user record repeats it), so it is imported as
+a user message after the tool results in flight; one `dequeue`d comes back as an ordinary user
+record, so it is not imported twice.
 """
 
 from __future__ import annotations
