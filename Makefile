@@ -33,7 +33,12 @@ LLAMA_CMAKE_ARGS += -DGGML_METAL=ON
 endif
 NPROC := $(shell nproc 2>/dev/null || sysctl -n hw.ncpu 2>/dev/null || echo 2)
 
-.PHONY: install demo test bench lint clean
+# The page's browser tests drive Debian's Chromium (Playwright's own browser download is not
+# reachable); a CJK font so that its screenshots show Chinese. Installed where it is missing and
+# we are root with apt-get; elsewhere the browser tests skip and say why.
+BROWSER_PKGS := chromium fonts-wqy-microhei
+
+.PHONY: install browser demo test bench lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -44,11 +49,20 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+browser:
+	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "Installing Chromium for the page's browser tests (apt-get install $(BROWSER_PKGS))"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(BROWSER_PKGS) >/dev/null) \
+	    || echo "Chromium could not be installed: the page's browser tests will be skipped"; \
+	else echo "No Chromium, and not root with apt-get: the page's browser tests will be skipped"; fi
+
 demo: install
 	$(BIN)/compactd models
-	$(BIN)/compactd compact $(DEMO_TRACE) --context-limit 12000
+	$(BIN)/compactd compact $(DEMO_TRACE) --context-limit 12000 --save
+	@echo "Now: $(BIN)/compactd serve, and open http://127.0.0.1:7433/ to see what this compaction kept and dropped"
 
-test: install
+test: install browser
 	$(BIN)/python -m pytest -q
 
 bench: install

@@ -251,6 +251,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
     result = compact(session, model, config, progress=lambda msg: console.log(msg) if not args.quiet else None)
     cp = result.checkpoint
     wall = time.perf_counter() - t0
+    saved = _save_compaction(args, session, result, wall) if args.save else None
     if args.json:
         _print_json({
             "summary": cp.sections,
@@ -291,7 +292,32 @@ def cmd_compact(args: argparse.Namespace) -> int:
     print(f"tokens {cp.tokens['before']} → {cp.tokens['after']} (summary {cp.tokens['summary']}, tail "
           f"{cp.tokens['tail']}); {wall:.1f}s total{model_line}; verification removed {removed}"
           + (f"; fallback: {cp.verification['fallback']}" if cp.verification.get("fallback") else ""))
+    if saved:
+        print(saved)
     return 0
+
+
+def _save_compaction(args: argparse.Namespace, session: Any, result: Any, wall: float) -> str:
+    """`compact --save`: the session (its messages, appended as the service appends them) and
+    the checkpoint, as its next version, into the serve database."""
+    from .service.records import StoreError
+    from .service.service import store_compaction
+    from .service.store import Store, default_db_path
+
+    db = args.db or default_db_path(args.data_dir)
+    try:
+        with Store(db) as store:
+            store.create_session(session.id, context_limit=args.context_limit, source_format=session.source_format,
+                                 exist_ok=True)
+            store.update_session(session.id, context_limit=args.context_limit)
+            store.append_messages(session.id, session.messages)
+            latest = store.latest_checkpoint(session.id)
+            version = store_compaction(store, session.id, result, latest.version if latest else None, "cli",
+                                       wall * 1000)
+    except StoreError as exc:
+        raise CliError(f"cannot save to {db}: {exc}") from None
+    return (f"saved: session {session.id} checkpoint v{version} in {db}; run `compactd serve` and open "
+            f"http://127.0.0.1:{Settings().port}/sessions/{session.id}")
 
 
 def cmd_convert_mlx(args: argparse.Namespace) -> int:
@@ -317,7 +343,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     return 0
 
 
-BENCHMARKS = ("tokenizer", "throughput", "real_sessions", "agent_paths", "fidelity")
+BENCHMARKS = ("tokenizer", "throughput", "real_sessions", "agent_paths", "fidelity", "page")
 # The benchmarks plot with matplotlib, a dev extra (not core): checked before any work is done.
 PLOT_INSTALL = "pip install matplotlib (or pip install 'compactd[dev]')"
 
@@ -532,7 +558,10 @@ def build_parser(defaults: Settings | None = None) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.add_argument("--out", default=None)
     p.add_argument("--quiet", action="store_true")
-    p.set_defaults(func=cmd_compact)
+    p.add_argument("--save", action="store_true",
+                   help="store the session and this checkpoint in the serve database (`compactd serve`'s page shows them)")
+    add_setting(p, defaults, "db")
+    p.set_defaults(func=cmd_compact, data_dir=defaults.data_dir)
 
     p = sub.add_parser("convert-mlx", help="convert a GGUF into an MLX model directory (no hub)")
     p.add_argument("gguf", help="a .gguf file or a bundled model name")

@@ -25,6 +25,7 @@ from ..service.service import CompactdService, ServiceConfig
 from ..service.store import Store
 from .errors import install_error_handlers
 from .guards import ApiKeyMiddleware, BodyLimitMiddleware, header_timeout_protocol
+from .page import html_error, page
 from .responses import responses
 from .routes import ROUTERS
 
@@ -126,9 +127,10 @@ def create_app(
     app = FastAPI(title="compactd", version="0.1.0", lifespan=lifespan,
                   description="Local-model context compaction for coding agents.")
     app.state.service = service
-    install_error_handlers(app)
+    install_error_handlers(app, html=html_error)
     for router in ROUTERS:
         app.include_router(router)
+    app.include_router(page)  # the page a person reads (worker/http/page.py)
     app.include_router(responses)  # Codex's provider endpoint (worker/http/responses.py)
     app.state.upstream = settings.upstream
     # False: agents' compaction requests (chat completions, Codex's responses) are answered with

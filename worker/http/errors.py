@@ -94,15 +94,18 @@ def _param(errors: list[dict[str, Any]]) -> str | None:
     return None
 
 
-def install_error_handlers(app: Any) -> None:
+def install_error_handlers(app: Any, html: Callable[[Any, ApiError], Any] | None = None) -> None:
     """Every error a route can raise, request validation and unknown paths included, answered
-    with the envelope."""
+    with the envelope; `html(request, err)`: the page's error page for a browser, or None."""
     from fastapi import Request
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
     from starlette.exceptions import HTTPException as StarletteHTTPException
 
-    def response(err: ApiError) -> Any:
+    def response(err: ApiError, request: Request | None = None) -> Any:
+        page = html(request, err) if html is not None and request is not None else None
+        if page is not None:
+            return page
         return JSONResponse(error_body(err.code, err.message, err.type, err.param), status_code=err.status,
                             headers=err.headers)
 
@@ -112,18 +115,18 @@ def install_error_handlers(app: Any) -> None:
             log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
         if isinstance(exc, Overloaded):
             request.app.state.service.overloaded(exc)
-        return response(err)
+        return response(err, request)
 
     async def invalid_request(request: Request, exc: RequestValidationError) -> Any:
         errors = exc.errors()
         if any(e.get("type") == "json_invalid" for e in errors):
-            return response(ApiError(400, "invalid_json", "request body is not valid JSON"))
+            return response(ApiError(400, "invalid_json", "request body is not valid JSON"), request)
         detail = "; ".join(f"{'.'.join(str(x) for x in e.get('loc', ()))}: {e.get('msg')}" for e in errors[:5])
-        return response(ApiError(400, "invalid_request", detail or "invalid request", param=_param(errors)))
+        return response(ApiError(400, "invalid_request", detail or "invalid request", param=_param(errors)), request)
 
     async def http_error(request: Request, exc: StarletteHTTPException) -> Any:
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return response(ApiError(exc.status_code, code, str(exc.detail), "invalid_request_error"))
+        return response(ApiError(exc.status_code, code, str(exc.detail), "invalid_request_error"), request)
 
     app.add_exception_handler(Exception, any_error)
     for exc_type in (ApiError, *(row[0] for row in ERRORS)):

@@ -9,6 +9,7 @@ anything, and the header deadline works below ASGI, in the connection itself.
 from __future__ import annotations
 
 import asyncio
+import base64
 import hmac
 import ipaddress
 from collections.abc import Callable
@@ -85,20 +86,36 @@ class BodyLimitMiddleware:
 
 
 class ApiKeyMiddleware:
-    """`Authorization: Bearer KEY` on everything but /health, compared in constant time."""
+    """`Authorization: Bearer KEY` on everything but /health, compared in constant time. A
+    browser cannot send a bearer token, so HTTP Basic with the key as the password (any user
+    name) is accepted too, and a request that asks for text/html is challenged with Basic: the
+    browser then prompts for it, and the page works under the API's key with no login form."""
 
     def __init__(self, app: Any, api_key: str):
         self.app, self.key = app, api_key.encode()
 
+    def _authorized(self, auth: bytes) -> bool:
+        scheme, _, token = auth.partition(b" ")
+        if scheme.lower() == b"basic":
+            try:
+                _user, _, token = base64.b64decode(token.strip(), validate=True).partition(b":")
+            except ValueError:
+                return False
+        elif scheme.lower() != b"bearer":
+            return False
+        return hmac.compare_digest(token.strip(), self.key)
+
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         if scope["type"] != "http" or scope.get("path") == "/health":
             return await self.app(scope, receive, send)
-        auth = dict(scope.get("headers") or []).get(b"authorization", b"")
-        scheme, _, token = auth.partition(b" ")
-        if scheme.lower() != b"bearer" or not hmac.compare_digest(token.strip(), self.key):
+        headers = dict(scope.get("headers") or [])
+        if not self._authorized(headers.get(b"authorization", b"")):
+            browser = b"text/html" in headers.get(b"accept", b"")
+            challenge = 'Basic realm="compactd", charset="UTF-8"' if browser else "Bearer"
             return await send_error(send, ApiError(401, "invalid_api_key", "missing or wrong API key "
-                                                   "(Authorization: Bearer KEY)", "authentication_error",
-                                                   {"WWW-Authenticate": "Bearer"}))
+                                                   "(Authorization: Bearer KEY; in a browser, the key as "
+                                                   "the password)", "authentication_error",
+                                                   {"WWW-Authenticate": challenge}))
         await self.app(scope, receive, send)
 
 

@@ -229,6 +229,14 @@ class Scheduler:
     def get(self, job_id: str) -> Job | None:
         return self._jobs.get(job_id)
 
+    def jobs(self) -> list[Job]:
+        """Every job the scheduler holds now (the store keeps the ended ones)."""
+        return list(self._jobs.values())
+
+    def expected_seconds(self, lane: str) -> float:
+        """The lane's average job time (DEFAULT_JOB_SECONDS until a job has ended): an ETA."""
+        return self._seconds[lane]
+
     def cancel(self, job: Job, reason: str = "cancelled") -> bool:
         """Drop a queued job or flag a running one; False when it had already finished."""
         if job.status == JobStatus.QUEUED:

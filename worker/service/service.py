@@ -35,12 +35,12 @@ from typing import Any
 from backends.base import Backend, GenerationStats, collect
 
 from ..formats.export import to_anthropic
-from ..pipeline import CompactionConfig, CompactionRefused, compact
+from ..pipeline import CompactionConfig, CompactionRefused, CompactionResult, compact
 from ..pipeline.checkpoint import Checkpoint
 from ..pipeline.prune import prune_tool_outputs
 from ..session import Session, boundary_index
 from ..tokens import TokenCounter, make_budget
-from . import history
+from . import history, views
 from .history import AroundResponse, SearchResponse
 from .intake import import_messages, offset_index_ids
 from .metrics import Metrics
@@ -94,6 +94,29 @@ def context_chat(session: Session, committed: Checkpoint | None) -> list[dict[st
     )
     prefix = committed.messages[: summary_at + 1] if summary_at is not None else []
     return prefix + [m.to_chat() for m in after if not m.compacted]
+
+
+def store_compaction(store: Store, session_id: str, result: CompactionResult, version: int | None, mode: str,
+                     job_ms: float, extra_audit: dict[str, Any] | None = None) -> int:
+    """Store a compaction's checkpoint as the version after `version` (Conflict when that is no
+    longer the latest), with its prune markers and its audit; returns the stored version. The
+    service's compactions and the CLI's `compact --save` are stored alike."""
+    cp = result.checkpoint
+    cp.version = (version or 0) + 1
+    cp.audit.update({"mode": mode, "summary_version": cp.version, **(extra_audit or {})})
+    markers = [PruneMarker(m.id, p.call_id, p.compacted_tokens)
+               for m in result.pruned_session.messages for p in m.tool_results
+               if p.compacted_at is not None and not m.compacted]
+    if markers:
+        store.mark_pruned(session_id, markers)
+    audit = Audit(
+        dropped_message_ids=[d["id"] for d in cp.audit.get("dropped", [])],
+        tokens_before=cp.tokens.get("before"), tokens_after=cp.tokens.get("after"),
+        removed_by_verification=cp.verification.get("removed", []),
+        timings={**cp.timings.get("stages_ms", {}), "job_ms": round(job_ms, 1)},
+    )
+    return store.add_checkpoint(session_id, cp.to_dict(), version, summary_tokens=cp.tokens.get("summary"),
+                                boundary_message_id=cp.boundary_message_id, audit=audit)
 
 
 # ----------------------------------------------------------------------------- service
@@ -340,23 +363,8 @@ class CompactdService(Refinements):
         """Store a compaction's checkpoint as the version after `version` (Conflict when that is
         no longer the latest), its prune markers and audit; metrics; the job's result."""
         cp = result.checkpoint
-        cp.version = (version or 0) + 1
-        cp.audit.update({"mode": mode, "summary_version": cp.version, **extra_audit})
-        markers = [PruneMarker(m.id, p.call_id, p.compacted_tokens)
-                   for m in result.pruned_session.messages for p in m.tool_results
-                   if p.compacted_at is not None and not m.compacted]
-        if markers:
-            self.store.mark_pruned(session_id, markers)
-        audit = Audit(
-            dropped_message_ids=[d["id"] for d in cp.audit.get("dropped", [])],
-            tokens_before=cp.tokens.get("before"), tokens_after=cp.tokens.get("after"),
-            removed_by_verification=cp.verification.get("removed", []),
-            timings={**cp.timings.get("stages_ms", {}), "job_ms": round((time.perf_counter() - t0) * 1000, 1)},
-        )
-        stored = self.store.add_checkpoint(
-            session_id, cp.to_dict(), version, summary_tokens=cp.tokens.get("summary"),
-            boundary_message_id=cp.boundary_message_id, audit=audit,
-        )
+        stored = store_compaction(self.store, session_id, result, version, mode,
+                                  (time.perf_counter() - t0) * 1000, extra_audit)
         st = self.state(session_id)
         st.rolling, st.rolling_base = None, None  # built on a version that is no longer the latest
         took = time.perf_counter() - t0
@@ -553,6 +561,24 @@ class CompactdService(Refinements):
 
     def around(self, session_id: str, message_id: str, radius: int = 3) -> AroundResponse:
         return history.around(self.store, session_id, message_id, radius)
+
+    # -- the page's views (worker/service/views.py: typed records, read-only) --------------
+
+    def session_rows(self, offset: int, limit: int) -> tuple[tuple[views.SessionRow, ...], int]:
+        return views.session_rows(self, offset, limit)
+
+    def session_detail(self, session_id: str) -> views.SessionDetail:
+        return views.session_detail(self, session_id)
+
+    def message_rows(self, session_id: str, offset: int, limit: int,
+                     preview_chars: int) -> tuple[tuple[views.MessageRow, ...], int]:
+        return views.message_rows(self, session_id, offset, limit, preview_chars)
+
+    def checkpoint_diff(self, session_id: str, a: int, b: int) -> views.CheckpointDiff:
+        return views.checkpoint_diff(self, session_id, a, b)
+
+    def worker_view(self) -> views.WorkerView:
+        return views.worker_view(self)
 
     def render_metrics(self) -> str:
         for lane in LANES:
