@@ -7,9 +7,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from worker.facts.actions import scan_actions
 from worker.facts.ledger import extract_ledger, user_requests
-from worker.formats import claude_code, codex
+from worker.formats import claude_code, codex, load, opencode, pi
+from worker.formats._common import INJECTED, split_harness_noise
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 CIPHERBOX = FIXTURES / "cc-cipherbox_2095544c-fa50-4027-b664-c37e578957ce.jsonl"
@@ -124,3 +127,39 @@ def test_claude_code_plan_handoff_wrapper_is_not_the_user():
     assert msg.meta["harness"] == ["plan-handoff"] and msg.starts_turn
     assert msg.user_text == rec["planContent"].strip()
     assert msg.text.startswith("Implement the following plan:")  # what the model was sent stays whole
+
+
+# ---------------------------------------------------------------------------- every fixture
+TRANSCRIPTS = sorted(p for p in FIXTURES.iterdir() if p.is_file() and p.suffix in (".jsonl", ".json", ".traj"))
+# Each importer's table of what its harness injects (SWE-agent and opencode have theirs in
+# structure: observations, `synthetic` parts), for the check below.
+NOISE_TABLES = {"claude_code": claude_code.HARNESS_NOISE, "codex": codex.HARNESS_NOISE, "pi": pi.HARNESS_NOISE,
+                "opencode": opencode.HARNESS_NOISE}
+LONG_OUTPUT = 40  # shorter outputs ("ok", a path) may well be words the user typed
+# A tool output making up this share of a user message means it was taken as the user's; a
+# smaller one is the user pasting a log line into what they wrote (pi fixture line 836).
+OUTPUT_SHARE = 0.5
+
+
+@pytest.mark.parametrize("path", TRANSCRIPTS, ids=[p.name for p in TRANSCRIPTS])
+def test_no_tool_output_or_harness_text_is_the_users_words(path):
+    s = load(path)
+    outputs = {r.output.strip() for m in s.messages for r in m.tool_results if len(r.output.strip()) >= LONG_OUTPUT}
+    table = NOISE_TABLES.get(s.source_format, ())
+    requests = user_requests(s.messages)
+    assert requests, "every fixture has at least one instruction"
+    for _, m in requests:
+        words = m.user_text
+        assert m.role == "user" and not m.tool_results and not m.is_summary and not m.meta.get(INJECTED)
+        assert split_harness_noise(words, table)[1] == [], f"{m.id}: harness text in the user's words"
+        taken = [o for o in outputs if o in words and len(o) >= OUTPUT_SHARE * len(words.strip())]
+        assert not taken, f"{m.id}: a tool output taken as the user's words"
+    if s.source_format == "swe_agent":
+        # SWE-agent runs unattended: its one user input is the instance template (the issue),
+        # added before the first step (sweagent/agent/agents.py setup); what follows is observations.
+        first_action = next(i for i, m in enumerate(s.messages) if m.role == "assistant")
+        assert [i for i, _ in requests if i > first_action] == []
+    # ... and the ledger's user instructions are exactly those messages' words
+    by_id = {m.id: m.user_text for _, m in requests}
+    for u in extract_ledger(s.messages).user_instructions:
+        assert u.message_id in by_id

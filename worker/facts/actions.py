@@ -192,6 +192,25 @@ def _edit_pair(args: dict) -> tuple[str, str] | None:
     return None
 
 
+# Message.meta key: the tools a script-running call ran (Codex code mode `exec`), by call id, as
+# [{"name", "arguments"}] (worker/formats/codex.py reads them out of the script).
+NESTED_CALLS = "nested_calls"
+
+
+def _call_action(name: str, args: dict[str, Any], pos: int, message_id: str, cwds: list[str]) -> Action:
+    """One tool call as an Action without its result yet: command, files, edit, run key."""
+    command = shell_command(args) if name.lower() in SHELL_TOOLS else None
+    action = Action(pos=pos, message_id=message_id, call_message_id=message_id, tool=name,
+                    command=cut_middle(command.strip(), COMMAND_MAX_CHARS) if command else None)
+    action.files = _call_files(name, args, cwds)
+    action.edit = _edit_pair(args)
+    action.source = run_key(command, cwds) if command else " ".join([name] + [p for p, _ in action.files[:1]])
+    if command:
+        action.files += shell_file_actions(command, cwds)
+        action.branches += BRANCH_CMD_RE.findall(command)
+    return action
+
+
 def scan_actions(messages: list[Message], cwd: str | None = None) -> list[Action]:
     """Every tool call (with its result) as an Action, in the order outcomes were seen."""
     cwds = [cwd] if cwd else []
@@ -206,20 +225,16 @@ def scan_actions(messages: list[Message], cwd: str | None = None) -> list[Action
         meta_cwd = msg.meta.get("cwd")
         if isinstance(meta_cwd, str) and meta_cwd not in cwds:
             cwds.append(meta_cwd)
+        nested = msg.meta.get(NESTED_CALLS)
         for part in msg.tool_calls:
-            args = part.argument_dict()
-            lname = part.name.lower()
-            command = shell_command(args) if lname in SHELL_TOOLS else None
-            action = Action(pos=pos, message_id=msg.id, call_message_id=msg.id, tool=part.name,
-                            command=cut_middle(command.strip(), COMMAND_MAX_CHARS) if command else None)
-            action.files = _call_files(part.name, args, cwds)
-            action.edit = _edit_pair(args)
-            action.source = run_key(command, cwds) if command else " ".join([part.name] + [p for p, _ in action.files[:1]])
-            if command:
-                action.files += shell_file_actions(command, cwds)
-                action.branches += BRANCH_CMD_RE.findall(command)
-            pending[part.id] = action
-            actions.append(action)
+            inner = nested.get(part.id) if isinstance(nested, dict) else None
+            calls = [(str(c.get("name") or ""), c.get("arguments")) for c in inner if isinstance(c, dict)] if inner else []
+            made = [_call_action(name, args if isinstance(args, dict) else {}, pos, msg.id, cwds)
+                    for name, args in calls] or [_call_action(part.name, part.argument_dict(), pos, msg.id, cwds)]
+            # A script's tools share its one result: the last one it ran takes it (its outcome
+            # and errors), the earlier ones keep their command and files with no status.
+            pending[part.id] = made[-1]
+            actions.extend(made)
         for res in msg.tool_results:
             output = res.output.replace("\r\n", "\n")  # SWE-agent observations use CRLF
             for m in SWE_CWD_RE.finditer(output):

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..session import Session
 from . import anthropic, claude_code, codex, openai, opencode, pi, swe_agent
-from ._common import FormatError, Source, loads, parse_jsonl, read_bytes
+from ._common import UNKNOWN_RECORDS, FormatError, Source, loads, parse_jsonl, read_bytes
 
 __all__ = ["FORMATS", "FormatError", "detect", "inspect", "load"]
 
@@ -105,5 +105,7 @@ def inspect(session: Session) -> dict[str, Any]:
         "previous_summaries": sum(1 for m in session.messages if m.is_summary),
         "compacted_messages": sum(1 for m in session.messages if m.compacted),
         "skipped": dict(session.meta.get("skipped", {})),
+        # record/item types the importer did not understand (each also a warning)
+        "unknown_records": dict(session.meta.get(UNKNOWN_RECORDS, {})),
         "warnings": list(session.warnings),
     }

@@ -168,9 +168,25 @@ def block_text(content: Any) -> str:
     return str(content)
 
 
-def finish_skips(meta: dict[str, Any], skipped: Counter[str]) -> None:
+def finish_skips(meta: dict[str, Any], skipped: Counter[str], unknown: Counter[str] | None = None) -> None:
+    """Record what was left out: `skipped` holds record types the importer knows carry nothing
+    for the model (UI events, snapshots), `unknown` those it does not know at all. Unknown ones
+    also have a warning each; `compactd inspect` lists both counts."""
     if skipped:
         meta["skipped"] = dict(sorted(skipped.items()))
+    if unknown:
+        meta[UNKNOWN_RECORDS] = dict(sorted(unknown.items()))
+
+
+# session.meta key: record/item types an importer did not understand, with a count each.
+UNKNOWN_RECORDS = "unknown_records"
+
+
+def unknown_record(unknown: Counter[str], warnings: list[str], where: str, kind: str, what: str) -> None:
+    """Count a record the importer does not understand and warn about it: never dropped silently.
+    `kind` is the counter key ("record:foo", "response_item:bar"), `what` the warning's words."""
+    unknown[kind] += 1
+    warnings.append(f"{where}: {what} skipped")
 
 
 def require_messages(session_messages: list, what: str, warnings: list[str]) -> None:

@@ -23,6 +23,7 @@ from ._common import (
     load_input,
     require_messages,
     source_name,
+    unknown_record,
     user_blocks,
 )
 
@@ -53,6 +54,7 @@ def load_messages(
 ) -> Session:
     warnings = [] if warnings is None else warnings
     skipped: Counter[str] = Counter()
+    unknown: Counter[str] = Counter()
     out: list[Message] = []
     if system:
         out.append(Message(id="system", role="system", parts=[TextPart(text=block_text(system))]))
@@ -60,8 +62,10 @@ def load_messages(
     for i, raw in enumerate(messages):
         if not isinstance(raw, dict) or raw.get("role") not in ("user", "assistant", "system"):
             role = raw.get("role") if isinstance(raw, dict) else None
-            warnings.append(f"message {i}: unknown role {role!r} skipped" if role
-                            else f"message {i}: not a message (no 'role') skipped")
+            if role:
+                unknown_record(unknown, warnings, f"message {i}", f"role:{role}", f"unknown role {role!r}")
+            else:
+                warnings.append(f"message {i}: not a message (no 'role') skipped")
             continue
         base = str(raw.get("id") or message_id(i))
         role = raw["role"]
@@ -80,7 +84,7 @@ def load_messages(
             out.append(Message(id=base if k == 0 else f"{base}.text", role="user", parts=texts))
     require_messages(out, "Anthropic Messages", warnings)
     session = Session(id=session_id, messages=out, source_format="anthropic", warnings=warnings)
-    finish_skips(session.meta, skipped)
+    finish_skips(session.meta, skipped, unknown)
     return session
 
 

@@ -12,10 +12,20 @@ previous conversation ...") is the previous summary; everything before it is com
 What Claude Code itself writes into user records (reminders, slash-command wrappers, local
 command output, interruption markers, image placeholders, the wrapper of a plan approved with
 "clear context") is listed in HARNESS_NOISE: never the user's words. `queue-operation` records
-hold what the user typed while the agent was busy: an `enqueue` later `remove`d was handed to
-the model mid-turn (the assistant answers it; no user record repeats it), so it is imported as
-a user message after the tool results in flight; one `dequeue`d comes back as an ordinary user
-record, so it is not imported twice.
+hold what the user typed while the agent was busy, a FIFO with four operations: `enqueue` (the
+text), then exactly one of `remove` (handed to the model mid-turn: the assistant answers it and no
+user record repeats it, so it is imported as a user message after the tool results in flight),
+`dequeue` (sent as the next prompt: an ordinary user record follows, not imported twice) or
+`popAll` (taken back into the input box, one record per message: nothing was sent). Newer
+versions also write a `queued_command` attachment for each mid-turn delivery; it is the import
+trigger only in a file without `remove` records, so the words come in once.
+
+Record types (Claude Code's transcript writer, as public parsers and the fixtures show them):
+`user` / `assistant` carry the conversation; `queue-operation` and `attachment:queued_command`
+the queued words above; KNOWN_SKIP the rest, counted by type (`attachment` by its
+attachment.type). A tool_result is an error when `is_error` is set, when its content is wrapped
+in `<tool_use_error>`, or when the record's `toolUseResult` is an `Error: ...` string. Any other
+record type is counted in meta["unknown_records"] with a warning.
 """
 
 from __future__ import annotations
@@ -36,15 +46,21 @@ from ._common import (
     require_messages,
     source_name,
     tag,
+    unknown_record,
     user_blocks,
 )
 
 SUMMARY_PREFIX = "This session is being continued from a previous conversation"
-# Record types that hold no conversation content (UI progress, file snapshots, titles, hooks).
+# Record types that hold no conversation content (UI progress, file snapshots, titles, hooks;
+# `system` includes subtype compact_boundary, the marker before an isCompactSummary record).
 KNOWN_SKIP = {
     "progress", "file-history-snapshot", "summary", "system", "queue-operation", "custom-title",
     "tag", "agent-name", "last-prompt", "pr-link", "attachment", "ai-title", "worktree-state",
 }
+# The attachment Claude Code writes when it hands a queued message to the model mid-turn.
+QUEUED_ATTACHMENT = "queued_command"
+# A tool's own failure text (Claude Code wraps tool-input and permission errors in it).
+TOOL_USE_ERROR_RE = re.compile(r"\A\s*<tool_use_error>")
 # Everything Claude Code injects into user records (read from the real transcripts in
 # tests/fixtures). A slash command's arguments are what the user typed after it: they stay.
 HARNESS_NOISE: tuple[Noise, ...] = (
@@ -99,6 +115,10 @@ def load(src: Source) -> Session:
     agent_id = next((str(rec["agentId"]) for rec in messages if rec.get("agentId")), "") if subagent else ""
     queued: list[tuple[str, int, Any]] = []  # (text, line, timestamp) typed while the agent worked
     delivered: list[tuple[str, int, Any]] = []  # handed to the model mid-turn, not yet placed
+    unknown: Counter[str] = Counter()
+    # Mid-turn deliveries are read from `remove` when the file has them, else from the attachment.
+    removes = any(isinstance(r, dict) and r.get("type") == "queue-operation" and r.get("operation") == "remove"
+                  for _, r in records)
     for n, rec in records:
         if not isinstance(rec, dict):
             warnings.append(f"line {n}: not a JSON object, skipped")
@@ -107,11 +127,19 @@ def load(src: Source) -> Session:
         if rtype == "queue-operation" and _queue(rec, n, queued, delivered):
             counts["queued"] += 1
             continue
+        if rtype == "attachment":
+            att = rec.get("attachment") if isinstance(rec.get("attachment"), dict) else {}
+            if att.get("type") == QUEUED_ATTACHMENT and not removes and isinstance(att.get("prompt"), str):
+                delivered.append((att["prompt"], n, rec.get("timestamp")))
+                counts["queued"] += 1
+            else:
+                skipped[f"attachment:{att.get('type')}" if att.get("type") else "attachment"] += 1
+            continue
         if rtype not in ("user", "assistant"):
             if rtype in KNOWN_SKIP:
                 skipped[str(rtype)] += 1
             else:
-                warnings.append(f"line {n}: unknown record type {rtype!r} skipped")
+                unknown_record(unknown, warnings, f"line {n}", f"record:{rtype}", f"unknown record type {rtype!r}")
             continue
         msg = rec.get("message")
         if not isinstance(msg, dict):
@@ -145,6 +173,7 @@ def load(src: Source) -> Session:
             continue
         # user record: tool results (one tool message each), then the user's text
         tools, texts = user_blocks(_blocks(msg.get("content")), names, uid, f"line {n}", warnings, skipped, ts)
+        _error_forms(tools, rec.get("toolUseResult"))
         out.extend(tools)
         k = len(tools)
         if not texts and k:
@@ -177,7 +206,7 @@ def load(src: Source) -> Session:
     session.meta["records"] = dict(counts)
     if cwd:
         session.meta["cwd"] = cwd
-    finish_skips(session.meta, skipped)
+    finish_skips(session.meta, skipped, unknown)
     if summary_at is not None:
         session.meta["previous_summary_index"] = summary_at
     return session
@@ -193,7 +222,21 @@ def _queue(rec: dict[str, Any], n: int, queued: list[tuple[str, int, Any]], deli
     elif op == "remove" and queued:
         delivered.append(queued.pop(0))
         return True
+    elif op == "popAll" and queued:
+        queued.pop(0)  # taken back into the input box, one record per message: never sent
     return False
+
+
+def _error_forms(tools: list[Message], tool_use_result: Any) -> None:
+    """A tool result is an error in each form Claude Code writes one: `is_error` (already read),
+    content wrapped in `<tool_use_error>`, or a record-level `toolUseResult` "Error: ..." string
+    (that record holds one result)."""
+    for m in tools:
+        for r in m.tool_results:
+            if TOOL_USE_ERROR_RE.match(r.output):
+                r.is_error = True
+    if len(tools) == 1 and isinstance(tool_use_result, str) and tool_use_result.startswith("Error"):
+        tools[0].tool_results[0].is_error = True
 
 
 def _shell_meta(text: str, meta: dict[str, Any]) -> None:

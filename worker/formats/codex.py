@@ -1,14 +1,21 @@
-"""Codex CLI rollout JSONL (~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl).
+"""Codex rollout JSONL (~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl), CLI and Desktop.
 
-Lines are `{"timestamp", "type", "payload"}`. `response_item` payloads are what the model saw
-(message / reasoning / function_call / function_call_output / custom_tool_call[_output] /
-local_shell_call); `event_msg` payloads are UI events that repeat the same conversation
-(user_message, agent_message, agent_reasoning, token_count); `turn_context` and
-`session_meta` are settings. To avoid counting the user prompt twice, event_msg
-conversation events are used only when the file has no response_item messages at all.
-`compacted` lines hold a previous summary. What the CLI injects into user messages (AGENTS.md
-instructions, <environment_context>, image placeholders, ...) is listed in HARNESS_NOISE: never
-the user's words, so a message of nothing else does not open a turn.
+Each line is a `RolloutItem` (openai/codex `codex-rs/protocol/src/protocol.rs`):
+`{"timestamp", "type", "payload"}` with type `session_meta`, `response_item`, `compacted`,
+`turn_context` or `event_msg`. `response_item` payloads are `ResponseItem`s
+(`codex-rs/protocol/src/models.rs`), what the model saw; each type the enum has had in the last
+year is read in `_item` (CALL_TYPES, OUTPUT_TYPES, SKIP_ITEMS, each citing its variant). `event_msg` payloads are UI
+events that repeat the same conversation (user_message, agent_message, agent_reasoning,
+exec_command_end, ...), used only when the file has no response_item messages at all, so that
+the user prompt is not counted twice. `compacted` lines hold a previous summary (`message`;
+empty when the summary itself is the encrypted `compaction` item). Code mode's `exec` tool runs
+every other tool from JavaScript (worker/formats/_codemode.py): its nested calls are kept in the
+message's meta["nested_calls"] so the fact stages see the commands and patched paths.
+
+What the CLI injects into user messages (AGENTS.md instructions, <environment_context>, image
+placeholders, ...) is listed in HARNESS_NOISE: never the user's words, so a message of nothing
+else does not open a turn. A record or item type not listed here is counted in
+meta["unknown_records"] with a warning, never dropped silently.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from collections import Counter
 from typing import Any
 
 from ..session import Message, ReasoningPart, Session, TextPart, ToolCallPart, ToolResultPart, message_id
+from ._codemode import nested_calls
 from ._common import (
     Noise,
     Source,
@@ -28,6 +36,7 @@ from ._common import (
     require_messages,
     source_name,
     tag,
+    unknown_record,
 )
 
 # What Codex (CLI and Desktop) injects as user messages or into them (tests/fixtures rollouts).
@@ -40,16 +49,42 @@ HARNESS_NOISE: tuple[Noise, ...] = (
     Noise("turn-aborted", tag("turn_aborted")),
     Noise("image", re.compile(r"<image\b[^>]*>.*?</image>|\[Image #\d+\]|\[input_image: [^\]\n]*\]", re.S)),
 )
+# protocol.rs `RolloutItem` variants (serde tag "type", snake_case).
 KNOWN_TOP = {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
+# models.rs ResponseItem::FunctionCall (`arguments`, a JSON string), ::CustomToolCall (freeform
+# `input`), ::LocalShellCall (`action`: LocalShellAction::Exec {command: argv, working_directory}).
 CALL_TYPES = {"function_call", "custom_tool_call", "local_shell_call"}
-OUTPUT_TYPES = {"function_call_output", "custom_tool_call_output"}
+# models.rs ResponseItem::FunctionCallOutput / ::CustomToolCallOutput (`output`: a string, content
+# items, or {content, success}); `mcp_tool_call_output` is the ResponseInputItem spelling.
+OUTPUT_TYPES = {"function_call_output", "custom_tool_call_output", "mcp_tool_call_output"}
+# ResponseItem types with nothing for the model to re-read, counted as skipped by type:
+# ::WebSearchCall (server-side search, no local output), ::ToolSearchCall / ::ToolSearchOutput
+# (tool discovery), ::ImageGenerationCall (base64 result), ::GhostSnapshot (the harness's git
+# snapshot), ::Compaction (alias compaction_summary) / ::ContextCompaction (encrypted summary).
+SKIP_ITEMS = {"web_search_call", "tool_search_call", "tool_search_output", "image_generation_call",
+              "ghost_snapshot", "compaction", "compaction_summary", "context_compaction"}
+# The code-mode tool whose input is JavaScript (codex-rs/code-mode PUBLIC_TOOL_NAME).
+CODE_MODE_TOOL = "exec"
+NESTED_CALLS = "nested_calls"  # Message.meta key read by worker.facts.actions.scan_actions
 
 
 def _output_text(output: Any) -> tuple[str, bool]:
-    """function_call_output.output: a string, or {"content": ..., "success": bool}."""
+    """function_call_output.output (models.rs FunctionCallOutputPayload): a string, a list of
+    content items, {"content": ..., "success": bool}, or an MCP CallToolResult {content, isError}."""
     if isinstance(output, dict):
-        return block_text(output.get("content")), output.get("success") is False
+        failed = output.get("success") is False or output.get("isError") is True
+        return block_text(output.get("content")), failed
     return block_text(output), False
+
+
+def _code_mode_calls(code: str) -> list[dict[str, Any]]:
+    """The nested tool calls of an `exec` cell as {"name", "arguments"}: an object argument as is,
+    a string one (a freeform tool such as apply_patch) under "input"; unreadable ones as {}."""
+    out: list[dict[str, Any]] = []
+    for name, arg in nested_calls(code):
+        args = arg if isinstance(arg, dict) else {"input": arg} if isinstance(arg, str) else {}
+        out.append({"name": name, "arguments": args})
+    return out
 
 
 class _Builder:
@@ -73,7 +108,7 @@ class _Builder:
         self.out.append(msg)
 
 
-def _item(b: _Builder, p: dict[str, Any], n: int, ts: Any, skipped: Counter[str]) -> None:
+def _item(b: _Builder, p: dict[str, Any], n: int, ts: Any, skipped: Counter[str], unknown: Counter[str]) -> None:
     t = p.get("type")
     if t == "message":
         role = p.get("role")
@@ -96,8 +131,14 @@ def _item(b: _Builder, p: dict[str, Any], n: int, ts: Any, skipped: Counter[str]
         name = str(p.get("name") or ("shell" if t == "local_shell_call" else ""))
         args = p.get("arguments") if t == "function_call" else p.get("input") if t == "custom_tool_call" else p.get("action")
         b.names[cid] = name
-        b.assistant(n, ts).parts.append(
-            ToolCallPart(id=cid, name=name, arguments=args if isinstance(args, (dict, str)) else {}))
+        msg = b.assistant(n, ts)
+        msg.parts.append(ToolCallPart(id=cid, name=name, arguments=args if isinstance(args, (dict, str)) else {}))
+        if t == "custom_tool_call" and name == CODE_MODE_TOOL and isinstance(args, str):
+            # The JavaScript stays the call's arguments (what the model wrote and is counted);
+            # the tools it runs are read out for the fact stages.
+            calls = _code_mode_calls(args)
+            if calls:
+                msg.meta.setdefault(NESTED_CALLS, {})[cid] = calls
     elif t in OUTPUT_TYPES:
         cid = str(p.get("call_id") or "")
         if cid not in b.names:
@@ -105,13 +146,16 @@ def _item(b: _Builder, p: dict[str, Any], n: int, ts: Any, skipped: Counter[str]
         text, failed = _output_text(p.get("output"))
         b.add(Message(id=message_id(n, "line"), role="tool", timestamp=ts,
                       parts=[ToolResultPart(call_id=cid, name=b.names.get(cid, ""), output=text, is_error=failed)]))
-    else:
+    elif t in SKIP_ITEMS:
         skipped[f"response_item:{t}"] += 1
+    else:
+        unknown_record(unknown, b.warnings, f"line {n}", f"response_item:{t}", f"unknown response item type {t!r}")
 
 
 def load(src: Source) -> Session:
     warnings: list[str] = []
     skipped: Counter[str] = Counter()
+    unknown: Counter[str] = Counter()
     counts: Counter[str] = Counter()
     records = load_records(src, warnings)
     has_items = any(isinstance(r, dict) and r.get("type") == "response_item"
@@ -126,7 +170,7 @@ def load(src: Source) -> Session:
         t = rec.get("type")
         p = rec.get("payload")
         if t not in KNOWN_TOP:
-            warnings.append(f"line {n}: unknown record type {t!r} skipped")
+            unknown_record(unknown, warnings, f"line {n}", f"record:{t}", f"unknown record type {t!r}")
             continue
         if not isinstance(p, dict):
             warnings.append(f"line {n}: {t} without a payload object skipped")
@@ -135,12 +179,14 @@ def load(src: Source) -> Session:
         counts[f"{t}:{p.get('type')}" if t in ("response_item", "event_msg") else str(t)] += 1
         if t == "session_meta":
             meta.update({k: p[k] for k in ("id", "cwd", "cli_version", "originator", "model_provider") if k in p})
-        elif t == "turn_context":
+        elif t == "turn_context":  # protocol.rs TurnContextItem: per-turn cwd, model, policies
             if "model" in p:
                 meta["model"] = p["model"]
+            if isinstance(p.get("cwd"), str):
+                meta.setdefault("cwd", p["cwd"])
             skipped["turn_context"] += 1
         elif t == "response_item":
-            _item(b, p, n, ts, skipped)
+            _item(b, p, n, ts, skipped, unknown)
         elif t == "compacted":
             text = str(p.get("message") or "")
             for m in b.out:
@@ -162,7 +208,7 @@ def load(src: Source) -> Session:
     session = Session(id=str(meta.get("id") or source_name(src)), messages=b.out, source_format="codex",
                       warnings=warnings, meta=meta)
     session.meta["records"] = dict(counts)
-    finish_skips(session.meta, skipped)
+    finish_skips(session.meta, skipped, unknown)
     return session
 
 

@@ -7,10 +7,20 @@ ReasoningPart.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from ..session import Message, ReasoningPart, Session, TextPart, ToolCallPart, ToolResultPart, message_id
-from ._common import FormatError, Source, block_text, load_input, require_messages, source_name
+from ._common import (
+    FormatError,
+    Source,
+    block_text,
+    finish_skips,
+    load_input,
+    require_messages,
+    source_name,
+    unknown_record,
+)
 
 __all__ = ["FormatError", "detect", "load", "load_messages"]
 
@@ -39,6 +49,7 @@ def load_messages(
     if not isinstance(messages, list):
         raise FormatError("expected a JSON list of chat messages")
     warnings = [] if warnings is None else warnings
+    unknown: Counter[str] = Counter()
     out: list[Message] = []
     names: dict[str, str] = {}
     for i, raw in enumerate(messages):
@@ -51,7 +62,7 @@ def load_messages(
         if role == "function":  # legacy function-calling reply
             role = "tool"
         if role not in ROLES:
-            warnings.append(f"message {i}: unknown role {role!r} skipped")
+            unknown_record(unknown, warnings, f"message {i}", f"role:{role}", f"unknown role {role!r}")
             continue
         parts: list[Any] = []
         reasoning = raw.get("reasoning_content") or raw.get("reasoning")
@@ -84,7 +95,9 @@ def load_messages(
         meta = {"name": raw["name"]} if role != "tool" and isinstance(raw.get("name"), str) else {}
         out.append(Message(id=str(raw.get("id") or message_id(i)), role=role, parts=parts, meta=meta))
     require_messages(out, "OpenAI chat", warnings)
-    return Session(id=session_id, messages=out, source_format="openai", warnings=warnings)
+    session = Session(id=session_id, messages=out, source_format="openai", warnings=warnings)
+    finish_skips(session.meta, Counter(), unknown)
+    return session
 
 
 def load(src: Source) -> Session:

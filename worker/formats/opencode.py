@@ -36,6 +36,7 @@ from ._common import (
     mark_harness_noise,
     require_messages,
     source_name,
+    unknown_record,
 )
 
 INTERRUPTED = "[Tool execution was interrupted]"
@@ -43,6 +44,17 @@ HARNESS_NOISE: tuple[Noise, ...] = (
     Noise("file", re.compile(r"^\[file: [^\]\n]*\]$", re.M)),
 )
 COMPACTION_PROMPT = "What did we do so far?"  # what opencode sends for a compaction part
+# message-v2.ts `Part` union: every part type opencode (and its fork Kilo) writes. Those not read
+# as content above are bookkeeping (step markers, snapshots, patches, agent mentions, retries).
+PART_TYPES = {"text", "subtask", "reasoning", "file", "tool", "step-start", "step-finish", "snapshot", "patch",
+              "agent", "retry", "compaction"}
+
+
+def _skip_part(pt: Any, where: str, skipped: Counter[str], unknown: Counter[str], warnings: list[str]) -> None:
+    if pt in PART_TYPES:
+        skipped[f"part:{pt}"] += 1
+    else:
+        unknown_record(unknown, warnings, where, f"part:{pt}", f"unknown part type {pt!r}")
 
 
 def _tool_result(part: dict[str, Any], skipped: Counter[str]) -> ToolResultPart:
@@ -61,7 +73,8 @@ def _tool_result(part: dict[str, Any], skipped: Counter[str]) -> ToolResultPart:
     return ToolResultPart(call_id=cid, name=name, output=INTERRUPTED, is_error=True)
 
 
-def _assistant(mid: str, parts: list[Any], ts: Any, meta: dict[str, Any], skipped: Counter[str]) -> list[Message]:
+def _assistant(mid: str, parts: list[Any], ts: Any, meta: dict[str, Any], skipped: Counter[str],
+               unknown: Counter[str], warnings: list[str]) -> list[Message]:
     out: list[Message] = []
     cur = Message(id=mid, role="assistant", timestamp=ts, meta=dict(meta))
     results: list[Message] = []
@@ -87,7 +100,7 @@ def _assistant(mid: str, parts: list[Any], ts: Any, meta: dict[str, Any], skippe
             cur.parts.append(ToolCallPart(id=res.call_id, name=res.name, arguments=inp if isinstance(inp, dict) else {}))
             results.append(Message(id=str(p.get("id") or f"{mid}.{res.call_id}"), role="tool", parts=[res], timestamp=ts))
         else:  # step markers, snapshots, patches: no content for the model
-            skipped[f"part:{t}"] += 1
+            _skip_part(t, f"message {mid}", skipped, unknown, warnings)
     out.append(cur)
     out.extend(results)
     return out
@@ -99,6 +112,7 @@ def load(src: Source) -> Session:
     if not (isinstance(doc, dict) and isinstance(doc.get("messages"), list)):
         raise FormatError("not an opencode export: expected an object with 'info' and 'messages'")
     skipped: Counter[str] = Counter()
+    unknown: Counter[str] = Counter()
     out: list[Message] = []
     first_of: dict[str, int] = {}  # opencode message id -> index of its first message in out
     compaction_users: dict[str, dict[str, Any]] = {}  # user message id -> its compaction part
@@ -130,7 +144,7 @@ def load(src: Source) -> Session:
                 elif pt == "subtask":
                     texts.append(TextPart(text=str(p.get("prompt", ""))))
                 else:
-                    skipped[f"part:{pt}"] += 1
+                    _skip_part(pt, f"message {i}", skipped, unknown, warnings)
             typed = [str(p.get("text", "")) for p in parts
                      if p.get("type") in ("text", "subtask") and not p.get("ignored") and not p.get("synthetic")]
             if any(p.get("type") == "text" and p.get("synthetic") and not p.get("ignored") for p in parts):
@@ -145,21 +159,21 @@ def load(src: Source) -> Session:
             meta = {k: info[k] for k in ("modelID", "providerID", "agent", "finish") if info.get(k)}
             if info.get("error"):
                 meta["error"] = info["error"]
-            msgs = _assistant(mid, parts, str(ts) if ts else None, meta, skipped)
+            msgs = _assistant(mid, parts, str(ts) if ts else None, meta, skipped, unknown, warnings)
             if info.get("summary") is True:
                 msgs[0].is_summary = True
                 parent = str(info.get("parentID") or "")
                 _mark_compacted(out, first_of, parent, compaction_users.get(parent))
             out.extend(msgs)
         else:
-            warnings.append(f"message {i}: unknown role {role!r} skipped")
+            unknown_record(unknown, warnings, f"message {i}", f"role:{role}", f"unknown role {role!r}")
     require_messages(out, "opencode export", warnings)
     sinfo = doc.get("info") if isinstance(doc.get("info"), dict) else {}
     session = Session(id=str(sinfo.get("id") or source_name(src)), messages=out, source_format="opencode",
                       warnings=warnings)
     if sinfo.get("title"):
         session.meta["title"] = sinfo["title"]
-    finish_skips(session.meta, skipped)
+    finish_skips(session.meta, skipped, unknown)
     return session
 
 

@@ -34,6 +34,7 @@ from ._common import (
     mark_harness_noise,
     require_messages,
     source_name,
+    unknown_record,
 )
 
 # pi's own wording for a compaction summary sent to the model (core/messages.ts).
@@ -42,6 +43,8 @@ BRANCH_PREFIX = "The following is a summary of a branch that this conversation c
 HARNESS_NOISE: tuple[Noise, ...] = (
     Noise("image", re.compile(r"\[(?:image|document|file): [^\]\n]*\]")),
 )
+# Entry types (packages/coding-agent/src/core/session-manager.ts SessionEntry union) with no
+# conversation content: settings, labels, extension state.
 KNOWN_SKIP = {"model_change", "thinking_level_change", "label", "session_info", "custom"}
 
 
@@ -64,6 +67,7 @@ def _active_branch(records: list[tuple[int, Any]], skipped: Counter[str]) -> lis
 def load(src: Source) -> Session:
     warnings: list[str] = []
     skipped: Counter[str] = Counter()
+    unknown: Counter[str] = Counter()
     counts: Counter[str] = Counter()
     records = _active_branch(load_records(src, warnings), skipped)
     out: list[Message] = []
@@ -114,14 +118,14 @@ def load(src: Source) -> Session:
             counts["custom_message"] += 1
             continue
         if etype != "message":
-            warnings.append(f"line {n}: unknown entry type {etype!r} skipped")
+            unknown_record(unknown, warnings, f"line {n}", f"entry:{etype}", f"unknown entry type {etype!r}")
             continue
         msg_raw = rec.get("message")
         if not isinstance(msg_raw, dict):
             warnings.append(f"line {n}: message entry without a message object skipped")
             continue
         role = msg_raw.get("role")
-        made = _message(msg_raw, eid, ts, names, n, warnings, skipped)
+        made = _message(msg_raw, eid, ts, names, n, warnings, skipped, unknown)
         if made is None:
             continue
         counts[str(role)] += 1
@@ -138,12 +142,15 @@ def load(src: Source) -> Session:
     for key in ("cwd", "version", "provider", "modelId"):
         if key in header:
             session.meta[key] = header[key]
-    finish_skips(session.meta, skipped)
+    finish_skips(session.meta, skipped, unknown)
     return session
 
 
 def _message(raw: dict[str, Any], eid: str, ts: Any, names: dict[str, str], n: int,
-             warnings: list[str], skipped: Counter[str]) -> Message | None:
+             warnings: list[str], skipped: Counter[str], unknown: Counter[str]) -> Message | None:
+    """One `message` entry by its AgentMessage role: pi-ai's user / assistant / toolResult
+    (packages/ai/src/types.ts) and the coding agent's own bashExecution / custom / branchSummary /
+    compactionSummary (packages/coding-agent/src/core/messages.ts)."""
     role = raw.get("role")
     content = raw.get("content")
     if role == "user":
@@ -178,7 +185,7 @@ def _message(raw: dict[str, Any], eid: str, ts: Any, names: dict[str, str], n: i
     if role in ("custom", "branchSummary"):
         text = block_text(content) if role == "custom" else f"{BRANCH_PREFIX}\n\n<summary>\n{raw.get('summary', '')}\n</summary>"
         return Message(id=eid, role="user", parts=[TextPart(text=text)], timestamp=ts, meta={INJECTED: True})
-    warnings.append(f"line {n}: unknown message role {role!r} skipped")
+    unknown_record(unknown, warnings, f"line {n}", f"role:{role}", f"unknown message role {role!r}")
     return None
 
 

@@ -1,0 +1,212 @@
+"""Record and item types each agent writes, built in the shapes the agent's own source defines
+(the source is cited beside each record), and what the importers make of them: tool output is
+never the user's words, code-mode commands and patched paths are kept, every record type an
+importer does not know is counted for `compactd inspect`."""
+
+from __future__ import annotations
+
+import json
+
+from worker.facts.actions import scan_actions
+from worker.facts.ledger import extract_ledger, user_requests
+from worker.formats import claude_code, codex, inspect, opencode, pi, swe_agent
+
+
+def rollout(*payloads: tuple[str, dict]) -> list[dict]:
+    """Codex RolloutItem lines (codex-rs/protocol/src/protocol.rs: tag "type", content "payload")."""
+    head = [{"timestamp": "2026-04-01T00:00:00Z", "type": "session_meta", "payload": {"id": "s1", "cwd": "/repo"}}]
+    return head + [{"timestamp": "2026-04-01T00:00:01Z", "type": t, "payload": p} for t, p in payloads]
+
+
+def user(text: str) -> tuple[str, dict]:
+    # models.rs ResponseItem::Message {role, content: [ContentItem::InputText]}
+    return ("response_item", {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]})
+
+
+# codex-rs/code-mode/src/description.rs: `exec` takes raw JavaScript; nested tools are called as
+# `await tools.exec_command({...})`; apply_patch is a freeform tool taking the patch as a string.
+EXEC_JS = """// @exec: {"yield_time_ms": 10000}
+const r = await tools.exec_command({cmd: "cargo test -p codex-core", workdir: "/repo"});
+text(r.output);
+await tools.apply_patch(`*** Begin Patch
+*** Update File: codex-rs/core/src/lib.rs
+@@
+-old
++new
+*** End Patch`);
+const s = await tools.exec_command({ cmd: 'git status --short', yield_time_ms: 30000 });
+text(s.output);
+"""
+
+
+def test_codex_code_mode_exec_keeps_its_commands_and_patched_paths():
+    s = codex.load(rollout(
+        user("make the core tests pass"),
+        # models.rs ResponseItem::CustomToolCall {call_id, name, input}
+        ("response_item", {"type": "custom_tool_call", "status": "completed", "call_id": "call_1", "name": "exec",
+                           "input": EXEC_JS}),
+        # models.rs ResponseItem::CustomToolCallOutput {call_id, output}
+        ("response_item", {"type": "custom_tool_call_output", "call_id": "call_1",
+                           "output": "Script completed\nWall time 3.1 seconds\nOutput:\ntest result: ok. 12 passed\n M codex-rs/core/src/lib.rs"}),
+    ))
+    call = s.messages[1].tool_calls[0]
+    assert call.name == "exec" and call.arguments == EXEC_JS  # what the model wrote stays whole
+    actions = scan_actions(s.messages, cwd="/repo")
+    assert [a.command for a in actions if a.command] == ["cargo test -p codex-core", "git status --short"]
+    assert ("codex-rs/core/src/lib.rs", "modified") in [f for a in actions for f in a.files]
+    assert actions[-1].has_result and not actions[0].has_result  # the cell's one output goes to its last tool
+    ledger = extract_ledger(s.messages, actions=actions)
+    assert "cargo test -p codex-core" in [c.command for c in ledger.commands]
+
+
+def test_codex_code_mode_argument_built_at_run_time_is_not_guessed():
+    s = codex.load(rollout(user("list it"), ("response_item", {
+        "type": "custom_tool_call", "call_id": "c", "name": "exec",
+        "input": "const cmd = 'ls';\nawait tools.exec_command({cmd});\nawait tools.exec_command({cmd: `ls ${dir}`});"})))
+    assert [a.command for a in scan_actions(s.messages)] == [None, None]
+
+
+def test_codex_item_types_from_models_rs():
+    s = codex.load(rollout(
+        ("turn_context", {"cwd": "/repo", "model": "gpt-5.3-codex"}),  # protocol.rs TurnContextItem
+        user("run the tests"),
+        # ResponseItem::Reasoning {summary: [SummaryText], encrypted_content}
+        ("response_item", {"type": "reasoning", "summary": [{"type": "summary_text", "text": "Run pytest."}],
+                           "encrypted_content": "x"}),
+        # ResponseItem::LocalShellCall {call_id, status, action: LocalShellAction::Exec {command}}
+        ("response_item", {"type": "local_shell_call", "call_id": "ls1", "status": "completed",
+                           "action": {"type": "exec", "command": ["bash", "-lc", "pytest -q"], "working_directory": "/repo"}}),
+        ("response_item", {"type": "function_call_output", "call_id": "ls1",
+                           "output": {"content": "1 failed", "success": False}}),
+        # ResponseItem::WebSearchCall {status, action: WebSearchAction::Search {query}}: no local output
+        ("response_item", {"type": "web_search_call", "status": "completed", "action": {"type": "search", "query": "x"}}),
+        ("response_item", {"type": "ghost_snapshot", "ghost_commit": {"id": "abc"}}),  # ResponseItem::GhostSnapshot
+        ("response_item", {"type": "compaction", "encrypted_content": "x"}),  # ResponseItem::Compaction
+        ("response_item", {"type": "brand_new_item", "x": 1}),
+        ("brand_new_record", {"x": 1}),
+    ))
+    assert s.meta["model"] == "gpt-5.3-codex"
+    actions = scan_actions(s.messages)
+    assert [(a.command, a.status) for a in actions] == [("pytest -q", "failed")]
+    info = inspect(s)
+    assert info["unknown_records"] == {"record:brand_new_record": 1, "response_item:brand_new_item": 1}
+    assert {"response_item:web_search_call", "response_item:ghost_snapshot", "response_item:compaction"} <= set(info["skipped"])
+    assert len(info["warnings"]) == 2
+
+
+# SWE-agent classic history (sweagent/agent/agents.py add_step_to_history and
+# _add_templated_messages_to_history without tool_call_ids; sweagent/types.py HistoryItem): the
+# instance template and each observation are role "user", message_type "observation".
+ISSUE = ("We're currently solving the following issue within our repository. Here's the issue text:\n"
+         "ISSUE:\nTimeDelta serialization precision\n")
+TRACEBACK = ("Traceback (most recent call last):\n  File \"reproduce.py\", line 4, in <module>\n"
+             "    print(td_field.serialize(\"td_field\", obj))\n"
+             "AttributeError: 'TimeDelta' object has no attribute 'precision'\n")
+
+
+def classic_traj(with_types: bool = True) -> dict:
+    def h(role: str, content: str, kind: str, **extra: str) -> dict:
+        item = {"role": role, "content": content, "agent": "primary", **extra}
+        if with_types:
+            item["message_type"] = kind
+        return item
+    return {"environment": "swe_main", "info": {"exit_status": "submitted"}, "trajectory": [], "history": [
+        h("system", "SETTING: You are an autonomous programmer ...", "system_prompt"),
+        h("user", ISSUE, "observation"),
+        h("assistant", "Let's reproduce it.\n```\npython reproduce.py\n```", "action",
+          thought="Let's reproduce it.", action="python reproduce.py\n"),
+        h("user", TRACEBACK + "(Open file: n/a)\n(Current directory: /marshmallow-code__marshmallow)\nbash-$", "observation"),
+        h("assistant", "Open the field.\n```\nopen src/marshmallow/fields.py 1474\n```", "action",
+          thought="Open the field.", action="open src/marshmallow/fields.py 1474"),
+        h("user", "[File: /marshmallow-code__marshmallow/src/marshmallow/fields.py (1997 lines total)]\n1474:x", "observation"),
+    ]}
+
+
+def test_swe_agent_classic_observations_are_tool_output_not_the_user():
+    for with_types in (True, False):  # 0.x files have no message_type
+        s = swe_agent.load(classic_traj(with_types))
+        assert [m.role for m in s.messages] == ["system", "user", "assistant", "tool", "assistant", "tool"]
+        assert [m.user_text for _, m in user_requests(s.messages)] == [ISSUE]
+        actions = scan_actions(s.messages)
+        assert [(a.tool, a.command) for a in actions] == [("bash", "python reproduce.py"), ("open", None)]
+        errors = [e.text for e in extract_ledger(s.messages, actions=actions).unresolved_errors()]
+        assert "AttributeError: 'TimeDelta' object has no attribute 'precision'" in errors
+        assert inspect(s)["turns"] == 1
+
+
+# Claude Code queue-operation: enqueue, then one of remove / dequeue / popAll (per message).
+def cc(rtype: str, n: int, **fields: object) -> dict:
+    return {"type": rtype, "uuid": f"u{n}", "sessionId": "s", "timestamp": f"2026-01-01T00:00:{n:02d}Z", **fields}
+
+
+def cc_user(n: int, content: object, **fields: object) -> dict:
+    return cc("user", n, message={"role": "user", "content": content}, **fields)
+
+
+def cc_tool_use(n: int, tid: str) -> dict:
+    return cc("assistant", n, message={"id": f"msg{n}", "role": "assistant",
+                                       "content": [{"type": "tool_use", "id": tid, "name": "Bash", "input": {"command": "make"}}]})
+
+
+def test_claude_code_pop_all_takes_queued_words_back():
+    s = claude_code.load([
+        cc_user(1, "build it"), cc_tool_use(2, "t1"),
+        {"type": "queue-operation", "operation": "enqueue", "sessionId": "s", "content": "also lint"},
+        {"type": "queue-operation", "operation": "popAll", "sessionId": "s", "content": "also lint"},
+        {"type": "queue-operation", "operation": "enqueue", "sessionId": "s", "content": "and run the tests"},
+        cc_user(3, [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]),
+        {"type": "queue-operation", "operation": "remove", "sessionId": "s", "content": "and run the tests"},
+        cc("assistant", 4, message={"id": "msg4", "role": "assistant", "content": [{"type": "text", "text": "Running."}]}),
+    ])
+    assert [m.user_text for _, m in user_requests(s.messages)] == ["build it", "and run the tests"]
+
+
+def test_claude_code_queued_command_attachment_without_queue_records():
+    att = {"type": "queued_command", "prompt": "use the staging db", "commandMode": "prompt"}
+    s = claude_code.load([cc_user(1, "migrate"), cc_tool_use(2, "t1"),
+                          cc_user(3, [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]),
+                          cc("attachment", 4, attachment=att),
+                          cc("assistant", 5, message={"id": "m5", "role": "assistant", "content": [{"type": "text", "text": "ok"}]}),
+                          cc("attachment", 6, attachment={"type": "edited_text_file", "filename": "a.py"})])
+    assert [m.user_text for _, m in user_requests(s.messages)] == ["migrate", "use the staging db"]
+    assert s.meta["skipped"] == {"attachment:edited_text_file": 1}
+    # with the queue ledger present, the same words come in once (from `remove`)
+    s2 = claude_code.load([cc_user(1, "migrate"), cc_tool_use(2, "t1"),
+                           {"type": "queue-operation", "operation": "enqueue", "content": "use the staging db"},
+                           cc_user(3, [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]),
+                           {"type": "queue-operation", "operation": "remove", "content": "use the staging db"},
+                           cc("attachment", 4, attachment=att),
+                           cc("assistant", 5, message={"id": "m5", "role": "assistant", "content": [{"type": "text", "text": "ok"}]})])
+    assert [m.user_text for _, m in user_requests(s2.messages)] == ["migrate", "use the staging db"]
+
+
+def test_claude_code_tool_result_error_forms():
+    s = claude_code.load([
+        cc_user(1, "edit it"), cc_tool_use(2, "t1"),
+        cc_user(3, [{"type": "tool_result", "tool_use_id": "t1",
+                     "content": "<tool_use_error>File has not been read yet. Read it first before writing to it.</tool_use_error>"}]),
+        cc_tool_use(4, "t2"),
+        cc_user(5, [{"type": "tool_result", "tool_use_id": "t2", "content": "Exit code 2\nmake: *** No rule"}],
+                toolUseResult="Error: Exit code 2\nmake: *** No rule"),
+        cc("mystery-record", 6),
+    ])
+    assert [r.is_error for m in s.messages for r in m.tool_results] == [True, True]
+    assert inspect(s)["unknown_records"] == {"record:mystery-record": 1}
+
+
+def test_pi_and_opencode_unknown_types_are_counted():
+    # pi session-manager.ts: a `session` header, then entries; `future_entry` is no SessionEntry type
+    p = pi.load([{"type": "session", "id": "p", "cwd": "/r", "version": 3},
+                 {"type": "message", "id": "a", "parentId": None, "message": {"role": "user", "content": "hi"}},
+                 {"type": "future_entry", "id": "b", "parentId": "a"}])
+    assert inspect(p)["unknown_records"] == {"entry:future_entry": 1}
+    # opencode message-v2.ts: {info, parts}; `hologram` is no Part type, `agent` is one
+    o = opencode.load({"info": {"id": "ses"}, "messages": [{"info": {"id": "m1", "role": "user"}, "parts": [
+        {"type": "text", "text": "hi"}, {"type": "agent", "name": "build"}, {"type": "hologram"}]}]})
+    assert inspect(o)["unknown_records"] == {"part:hologram": 1}
+    assert o.meta["skipped"] == {"part:agent": 1}
+
+
+def test_inspect_json_round_trips_unknown_records():
+    s = codex.load(rollout(user("x"), ("mystery", {})))
+    assert json.loads(json.dumps(inspect(s)))["unknown_records"] == {"record:mystery": 1}
