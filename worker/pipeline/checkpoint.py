@@ -207,7 +207,7 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
     def ids(mids: list[str]) -> str:
         return ", ".join(cite.get(m, m) for m in mids)
 
-    def at(e: ErrorFact) -> str:  # where it happened, verbatim: `--> src/main.rs:4:20`, a project frame
+    def at(e: ErrorFact) -> str:  # where an open error happened, verbatim: `--> src/main.rs:4:20`, a project frame
         return f" {code(e.at)}" if e.at else ""
     critical: list[Bullet] = []
     unresolved, resolved = ledger.unresolved_errors(), ledger.resolved_errors()
@@ -216,13 +216,13 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
         for e in unresolved:
             src = f" — {t['from']} {code(cut_middle(one_line(e.command), ERROR_COMMAND_MAX_CHARS))}" if e.command else ""
             tries = f", {e.attempts} {t['attempts']}" if e.attempts > 1 else ""
-            subs.append(f"{code(e.text)}{at(e)}{src} ({ids(e.message_ids)}{tries})")
+            subs.append(f"{code(e.text)}{src}{at(e)} ({ids(e.message_ids)}{tries})")
         critical.append(Bullet(f"{t['unresolved']}:", subs=subs, rank=RANK_OPEN_ERROR, group=True))
     if resolved:
         subs = []
         for e in resolved:
             by = f" {code(one_line(e.resolved_by_command))}" if e.resolved_by_command else ""
-            subs.append(f"{code(e.text)}{at(e)} — {t['resolved_by']}{by} ({ids([e.resolved_by])})")
+            subs.append(f"{code(e.text)} — {t['resolved_by']}{by} ({ids([e.resolved_by])})")
         critical.append(Bullet(f"{t['resolved']}:", subs=subs, rank=RANK_RESOLVED, group=True))
     if ledger.tallies:
         n = len(ledger.tallies)
