@@ -26,7 +26,7 @@ from .output import (
     EXIT_CODE_RE,
     SWE_CWD_RE,
     SWE_FILE_HEADER_RE,
-    error_lines,
+    error_findings,
     exit_code_of,
     failing_test_ids,
     find_tallies,
@@ -89,6 +89,7 @@ class Action:
     exit_code: int | None = None
     output: str | None = None  # short output excerpt
     errors: list[str] = field(default_factory=list)
+    error_at: dict[str, str] = field(default_factory=dict)  # error line -> its location / first project frame
     exit_only: bool = False  # errors holds only an exit/first line, no real error line
     tallies: list[tuple[str, bool]] = field(default_factory=list)  # (text, failed)
     test_ids: list[str] = field(default_factory=list)
@@ -132,6 +133,11 @@ def _call_files(name: str, args: dict[str, Any], cwds: list[str]) -> list[tuple[
     return [(normalize_path(p, cwds), a) for p, a in files]
 
 
+def _set_errors(action: Action, findings: list[tuple[str, str | None]]) -> None:
+    action.errors = [text for text, _ in findings]
+    action.error_at = {text: at for text, at in findings if at}
+
+
 def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]) -> None:
     action.has_result = True
     action.is_error = is_error
@@ -143,7 +149,7 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
         is_error = False
     # A file tool prints file content: scan it for errors only when the tool itself failed.
     if not file_tool or is_error:
-        action.errors = error_lines(output)
+        _set_errors(action, error_findings(output))
     action.tallies = find_tallies(output) if not file_tool else []
     action.test_ids = failing_test_ids(output) if not file_tool else []
     failed = (
@@ -270,11 +276,13 @@ def _harness_action(msg: Message, pos: int, cwds: list[str], actions: list[Actio
         _analyze_result(user_shell, text.replace("\r\n", "\n"), False, cwds)
         return None
     if msg.meta.get("harness") and not isinstance(command, str):
-        errors = error_lines(MARKUP_TAG_RE.sub("", msg.text))
-        if errors:
+        findings = error_findings(MARKUP_TAG_RE.sub("", msg.text))
+        if findings:
             source = "harness " + " ".join(msg.meta["harness"])
-            actions.append(Action(pos=pos, message_id=msg.id, call_message_id=None, tool="harness", source=source,
-                                  has_result=True, status="failed", errors=errors))
+            harness = Action(pos=pos, message_id=msg.id, call_message_id=None, tool="harness", source=source,
+                             has_result=True, status="failed")
+            _set_errors(harness, findings)
+            actions.append(harness)
     return user_shell
 
 

@@ -126,6 +126,7 @@ class ErrorFact:
     resolved_by_command: str | None = None
     exit_only: bool = False  # no error line found: the text is the exit status / first line
     last_seq: int = 0
+    at: str | None = None  # its location or first project frame, verbatim (`--> src/main.rs:4:20`)
 
     @property
     def key(self) -> str:
@@ -453,6 +454,7 @@ def extract_ledger(messages: list[Message], previous: Ledger | None = None, *, c
             if _add_id(err.message_ids, mid):
                 err.attempts += 1
             err.command = action.command
+            err.at = action.error_at.get(text) or err.at
             if action.source in err.sources:
                 err.sources.remove(action.source)
             err.sources = (err.sources + [action.source])[-MAX_IDS_PER_FACT:]

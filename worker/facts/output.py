@@ -1,7 +1,10 @@
 """Tool output as facts: exact error lines, test tallies, exit codes, commits and branches.
 
-Each rule matches one stripped output line of one known tool (pytest, ExUnit, mocha, jest, cargo,
-tsc, go, golangci-lint, git, ...) and keeps the line verbatim: a small summarizer paraphrases
+Error lines come from one table, `CONVENTIONS`: each row is one tool's documented output format
+(Go's testing package, pytest, rustc, tsc, ...), cites where that format is defined, and keeps
+the line verbatim, with what a developer quotes next to it (rustc's `-->` location, a panic's
+first frame inside the project). Rules follow the tools' conventions, never one transcript's
+wording, so output nobody here tuned on is read the same way. A small summarizer paraphrases
 errors, so they are never taken from it. Unknown output yields nothing rather than a guess.
 Any text is accepted, not only tool results: a line's harness wrapping (`<bash-stdout>`, a
 `<system-reminder>` around hook output, ANSI colours, a CI log's `job<TAB>step<TAB>time` prefix)
@@ -11,6 +14,8 @@ is taken off before the rules see it, so an error a hook or the harness printed 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from .text import cut_middle
 
@@ -19,45 +24,12 @@ ERROR_LINE_MAX_CHARS = 400  # a minified-JS or HTML dump on one line is not an e
 OUTPUT_EXCERPT_MAX_CHARS = 160  # a short output (like `345`) is a fact; a long one is a log
 OUTPUT_EXCERPT_MAX_LINES = 2  # ... and so is a two-line answer; a third line makes it a log
 
-# Error lines. Each matches one stripped output line; the line is kept verbatim.
-TRACEBACK_START_RE = re.compile(r"^Traceback \(most recent call last\):")
-# `AssertionError [ERR_ASSERTION]: ...` is node's: the code in brackets is part of the name.
-EXCEPTION_LINE_RE = re.compile(
-    r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|Warning)(?: \[[A-Z_]+\])?(?::\s.*)?$")
-ERROR_LINE_RES = (
-    re.compile(r"^E {2,}\S"),  # pytest assertion detail: `E       AssertionError: ...`
-    re.compile(r"^(?:FAILED|ERROR) \S+::\S+"),  # pytest short summary
-    re.compile(r"✘ \[ERROR\] "),  # esbuild
-    re.compile(r"\berror TS\d+: "),  # TypeScript
-    re.compile(r"^(?:\S+:\d+(?::\d+)?:?\s+)?(?:fatal )?error(?:\[[\w-]+\])?: \S"),  # gcc/rustc/go/esbuild
-    re.compile(r"^(?:[A-Z]\w* )?(?:Error|ERROR|FATAL|Fatal error): \S"),  # node, CLIs, `API Error: 400 …`
-    re.compile(r"(?:^|: )fatal: \S"),  # git, also quoted inside a wrapper's message
-    re.compile(r"^\S+\.go:\d+:\d+: \S"),  # go build / vet / golangci-lint (`x.go:12:3: msg (linter)`)
-    re.compile(r"^--- FAIL: \S"),  # go test
-    re.compile(r"^\[\w+\]\s.*\s(?:ERROR|FATAL)\s"),  # framework logs: `[Nest] 123 - <time>   ERROR [Svc] …`
-    re.compile(r"^level=(?:error|fatal) "),  # logrus / golangci-lint
-    re.compile(r"=> \[5\d\d\]"),  # a browser/network log's server error `[POST] url => [500] …`
-    re.compile(r"^(?:致命错误|错误|エラー|오류)\s*[:：]|^\S{0,16}失败(?:[:：]|$)"),  # localized (git zh, CLIs)
-    re.compile(r"^\*\* \([\w.]+\) \S"),  # Elixir/ExUnit `** (RuntimeError) ...`
-    re.compile(r"^code:\s+(?:assert|refute)\b"),  # ExUnit failing assertion source
-    re.compile(r"^thread '.*' panicked at "),  # Rust
-    re.compile(r"^panic: "),  # Go
-    re.compile(r"No such file or directory|command not found|Permission denied|Segmentation fault"),
-    re.compile(r"\bCannot find module\b|\bModule not found\b"),
-    re.compile(r"^(?:Invalid|Missing|Expired|Revoked) (?:API key|access token|credentials)\b"),  # auth (MCP tools)
-)
 # Lines that carry no information when picking an is_error result's first meaningful line.
 # Harness wrapping around a line: leading/trailing tags (`<bash-stdout>`, `<system-reminder>`),
 # ANSI colour codes, a GitHub Actions log prefix (`job<TAB>step<TAB>2026-…Z `) and `##[error]`.
 WRAPPER_TAG_RE = re.compile(r"^(?:<[\w-]+>\s*)+|(?:\s*</[\w-]+>)+$")
 ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 CI_LOG_PREFIX_RE = re.compile(r"^[^\t\n]*\t[^\t\n]*\t\d{4}-\d\d-\d\dT[\d:.]+Z (?:##\[(?:error|warning)\])?")
-# mocha lists failing tests as `1) title` once it printed `N failing`; alone, `1) x` is any list.
-MOCHA_FAILING_RE = re.compile(r"^\s*\d+ failing\s*$", re.MULTILINE)
-MOCHA_TITLE_RE = re.compile(r"^\d+\) \S")
-# ExUnit's failure header `3) test name (Module)`: kept without the counter, which changes from
-# run to run, so a re-run of the same failing test is the same fact (and resolves it).
-EXUNIT_FAILURE_RE = re.compile(r"^\d+\) (test .+ \([\w.]+\))$")
 NOISE_LINE_RE = re.compile(
     r"^(?:>|\$ |bash-\$|\(Open file: |\(Current directory: |Debugger attached\.|Waiting for the debugger"
     r"|For help, see: |\(Use `node --trace-warnings|Your command ran successfully)")
@@ -96,6 +68,170 @@ BRANCH_OUTPUT_RE = re.compile(
     r"^(?:On branch ([\w./+-]+)|Switched to (?:a new )?branch '([\w./+-]+)')$", re.MULTILINE)
 
 
+# ---------------------------------------------------------------------------- error lines
+# Where a stack frame or a location points into code that is not the project's own: installed
+# packages and the toolchains' standard libraries. The first frame outside these is the one a
+# developer opens.
+NOT_PROJECT_PATH_RE = re.compile(
+    r"/(?:site|dist)-packages/|/lib/python\d[\d.]*/|^<frozen |^<string>$"  # Python: sysconfig purelib / stdlib
+    r"|/node_modules/|^node:|^internal/"  # Node: installed packages, node's own `node:internal/…` modules
+    r"|/pkg/mod/|/go[^/]*/src/[a-z0-9_]+/|^/usr/lib/go|(?:^|/)_testmain\.go$"  # Go: GOMODCACHE, GOROOT/src, go test's main
+    r"|/rustc/[0-9a-f]{7,}/|/\.cargo/registry/|/\.rustup/toolchains/")  # Rust: remapped std, crates.io sources
+GO_FRAME_RE = re.compile(r"^\s+(\S+\.(?:go|s)):\d+(?: \+0x[0-9a-f]+)?\s*$")  # runtime/traceback.go: `\tfile:line +0xpc`
+GO_TEST_VERDICT_RE = re.compile(r"^\s*--- (PASS|FAIL|SKIP): ")  # a test's verdict; its messages are its own
+GO_TEST_START_RE = re.compile(r"^\s*=== (?:RUN|CONT|NAME) ")  # -v: the messages that follow precede the verdict
+TRACEBACK_START_RE = re.compile(r"^Traceback \(most recent call last\):")  # its frames are not errors
+# `AssertionError [ERR_ASSERTION]: ...` is node's: the code in brackets is part of the name.
+EXCEPTION_LINE_RE = re.compile(
+    r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|Warning)(?: \[[A-Z_]+\])?(?::\s.*)?$")
+# mocha lists failing tests as `1) title` once it printed `N failing`; alone, `1) x` is any list.
+MOCHA_FAILING_RE = re.compile(r"^\s*\d+ failing\s*$")
+RUSTC_LOCATION_RE = re.compile(r"^\s*--> \S")  # rustc's primary span, `  --> file:line:col`
+PYTEST_CRASH_RE = re.compile(r"^\S+:\d+: \w[\w.]*$")  # pytest's reprcrash line under the `E` block
+PY_FRAME_RE = re.compile(r'^File "([^"]+)", line \d+')  # traceback's frame line (traceback.StackSummary.format)
+RUSTC_LOCATION_LOOKAHEAD = 2  # rustc prints `-->` right under the headline
+PYTEST_CRASH_LOOKAHEAD = 40  # an `E` block (a long assertion diff) before `path:N: ExcType`
+GO_FRAMES_LOOKAHEAD = 60  # goroutine traces list a few frames per goroutine; the first project frame is near
+
+
+def is_project_path(path: str) -> bool:
+    return not NOT_PROJECT_PATH_RE.search(path)
+
+
+def _python_frame(lines: list[tuple[str, str]], i: int) -> str | None:
+    """The innermost project frame of the traceback that ends at line i (its frames, indented,
+    run outermost first)."""
+    for raw, line in reversed(lines[:i]):
+        if not raw[:1].isspace():
+            return None
+        m = PY_FRAME_RE.match(line)
+        if m and is_project_path(m.group(1)):
+            return line
+    return None
+
+
+def _mocha_failing(lines: list[tuple[str, str]], i: int) -> bool:
+    return any(MOCHA_FAILING_RE.match(raw) for raw, _ in lines)  # the spec reporter numbers failures as it runs
+
+
+def _rustc_location(lines: list[tuple[str, str]], i: int) -> str | None:
+    for raw, line in lines[i + 1:i + 1 + RUSTC_LOCATION_LOOKAHEAD]:
+        if RUSTC_LOCATION_RE.match(raw):
+            return line
+    return None
+
+
+def _pytest_crash_location(lines: list[tuple[str, str]], i: int) -> str | None:
+    for raw, line in lines[i + 1:i + 1 + PYTEST_CRASH_LOOKAHEAD]:
+        if PYTEST_CRASH_RE.match(line):
+            return line
+        if not raw.startswith("E "):
+            return None
+    return None
+
+
+def _go_panic_frame(lines: list[tuple[str, str]], i: int) -> str | None:
+    for raw, line in lines[i + 1:i + 1 + GO_FRAMES_LOOKAHEAD]:
+        m = GO_FRAME_RE.match(raw)
+        if m and is_project_path(m.group(1)):
+            return line
+        if line.startswith(("exit status", "FAIL")):
+            return None
+    return None
+
+
+def _go_test_failed(lines: list[tuple[str, str]], i: int) -> bool:
+    """Is this `x_test.go:N:` line a failing test's message? A passing or skipped test's t.Log
+    prints the same format; go test prints it before the verdict (-v) or after it."""
+    for raw, _ in reversed(lines[:i]):
+        m = GO_TEST_VERDICT_RE.match(raw)
+        if m:
+            return m.group(1) == "FAIL"
+        if GO_TEST_START_RE.match(raw):
+            break
+    else:
+        return True  # no test around it: a compile error in a test file
+    for raw, _ in lines[i + 1:]:
+        m = GO_TEST_VERDICT_RE.match(raw)
+        if m:
+            return m.group(1) == "FAIL"
+    return True
+
+
+@dataclass(frozen=True)
+class Convention:
+    """One tool's error line. `at` finds what else a developer quotes with it (the `-->` location,
+    the first project frame); `when` rejects a match its context shows is not a failure;
+    a `heading` only names the failure, so the lines under it come first."""
+
+    name: str
+    line: re.Pattern[str]  # searched in one unwrapped line; with a group, the group is what is kept
+    source: str
+    at: Callable[[list[tuple[str, str]], int], str | None] | None = None
+    when: Callable[[list[tuple[str, str]], int], bool] | None = None
+    heading: bool = False
+
+
+def _rx(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+CONVENTIONS: tuple[Convention, ...] = (
+    # ExUnit's `3) test name (Module)` is kept without the counter, which changes from run to
+    # run, so a re-run of the same failing test is the same fact (and resolves it).
+    Convention("exunit failure", _rx(r"^\d+\) (test .+ \([\w.]+\))$"),
+               "ExUnit CLIFormatter: `N) test name (Module)` then `file:line` (ExUnit.Formatter.format_test_failure)"),
+    Convention("mocha failure", _rx(r"^\d+\) \S"),
+               "mocha spec reporter: after `N failing`, `1) suite` / `title:` per failure (Base.list, reporters/base.js)",
+               when=_mocha_failing),
+    Convention("exception", EXCEPTION_LINE_RE,
+               "Python's traceback last line `ExcType: msg` (traceback.format_exception_only), Java Throwable.toString "
+               "`java.lang.X: msg`, node's `AssertionError [ERR_ASSERTION]: msg`; kept with the innermost "
+               "project frame `File \"…\", line N, in f`", at=_python_frame),
+    Convention("go test message", _rx(r"^(?:\S+/)?[\w.-]+_test\.go:\d+:(?: |$)"),
+               "Go testing package: t.Errorf/t.Fatalf print `file_test.go:LINE: msg` (pkg.go.dev/testing, decorate)",
+               when=_go_test_failed),
+    Convention("go test failure", _rx(r"^--- FAIL: \S"),
+               "Go testing package: `--- FAIL: TestName (0.00s)` per failed test (pkg.go.dev/testing)", heading=True),
+    Convention("go panic", _rx(r"^panic: "),
+               "Go runtime: `panic: msg`, then `goroutine N [running]:` frames `func(...)` / `\\tfile:line +0xpc` "
+               "(runtime/panic.go printpanics, runtime/traceback.go)", at=_go_panic_frame),
+    Convention("go build/vet/lint", _rx(r"^\S+\.go:\d+:\d+: \S"),
+               "go/scanner ErrorList and go vet `file.go:line:col: msg`; golangci-lint appends `(linter)`"),
+    Convention("pytest assertion", _rx(r"^E {2,}\S"),
+               "pytest: the failing assertion's explanation lines start with `E` (FormattedExcinfo, _pytest/_code/code.py); "
+               "the crash location `path:line: ExcType` follows", at=_pytest_crash_location),
+    Convention("pytest summary", _rx(r"^(?:FAILED|ERROR) \S+::\S+"),
+               "pytest short test summary (-r, default `fE`): `FAILED path::test - ExcType: msg` (docs how-to/output)"),
+    Convention("rustc", _rx(r"^(?:\S+:\d+(?::\d+)?:?\s+)?(?:fatal )?error(?:\[[\w-]+\])?: (?!aborting due to|could not compile)\S"),
+               "rustc diagnostics `error[E0382]: msg` then ` --> file:line:col` (rustc-dev-guide, Diagnostics); "
+               "gcc/go/esbuild `file:line:col: error: msg` (GNU Coding Standards, Formatting Error Messages); "
+               "rustc's `aborting due to` and cargo's `could not compile` only count them", at=_rustc_location),
+    Convention("esbuild", _rx(r"✘ \[ERROR\] "), "esbuild's terminal log: `✘ [ERROR] msg` (pkg/logger/logger.go)"),
+    Convention("tsc", _rx(r"\berror TS\d+: "),
+               "TypeScript: `file(line,col): error TS2322: msg` (--pretty false) or `file:line:col - error TS…` (--pretty)"),
+    Convention("rust panic", _rx(r"^thread '.*' panicked at "),
+               "Rust std: `thread 'main' panicked at src/main.rs:9:5:` (std/src/panicking.rs default hook)"),
+    Convention("git", _rx(r"(?:^|: )fatal: \S"), "git's die(): `fatal: msg` (usage.c), also quoted inside a wrapper's message"),
+    Convention("generic error", _rx(r"^(?:[A-Z]\w* )?(?:Error|ERROR|FATAL|Fatal error): \S"),
+               "node's uncaught `Error: msg` (util.inspect of an Error) and CLIs' `Error: …`, `API Error: 400 …`"),
+    Convention("framework log", _rx(r"^\[\w+\]\s.*\s(?:ERROR|FATAL)\s"),
+               "NestJS Logger: `[Nest] pid - time   ERROR [Context] msg` (@nestjs/common ConsoleLogger)"),
+    Convention("logfmt", _rx(r"^level=(?:error|fatal) "), "logrus TextFormatter / golangci-lint: `level=error msg=…`"),
+    Convention("http 5xx", _rx(r"=> \[5\d\d\]"), "Playwright MCP network log `[POST] url => [500] …` (server errors only)"),
+    Convention("localized", _rx(r"^(?:致命错误|错误|エラー|오류)\s*[:：]|^\S{0,16}失败(?:[:：]|$)"),
+               "git's zh_CN/ja/ko translations of `fatal:`/`error:` (po/*.po), CLIs' `…失败`"),
+    Convention("exunit exception", _rx(r"^\*\* \([\w.]+\) \S"), "ExUnit formatter: `** (RuntimeError) msg` (ExUnit.Formatter)"),
+    Convention("exunit code", _rx(r"^code:\s+(?:assert|refute)\b"), "ExUnit formatter: the failing assertion's `code:` line"),
+    Convention("os error", _rx(r"No such file or directory|command not found|Permission denied|Segmentation fault"),
+               "strerror(3) ENOENT/EACCES texts, bash's `command not found`, SIGSEGV's psignal text"),
+    Convention("node resolution", _rx(r"\bCannot find module\b|\bModule not found\b"),
+               "node's MODULE_NOT_FOUND `Cannot find module 'x'`, webpack's `Module not found:`"),
+    Convention("auth", _rx(r"^(?:Invalid|Missing|Expired|Revoked) (?:API key|access token|credentials)\b"),
+               "MCP tools' and API CLIs' auth refusals (`Invalid API key. …`)"),
+)
+
+
 def output_lines(output: str) -> list[str]:
     """Stripped, non-empty lines without the SWE-agent footer."""
     return [s for s in (line.strip() for line in output.splitlines()) if s and not SWE_FOOTER_RE.match(s)]
@@ -107,42 +243,45 @@ def unwrap_line(raw: str) -> str:
     return WRAPPER_TAG_RE.sub("", line.strip()).strip()
 
 
-def error_lines(output: str) -> list[str]:
-    """Exact error lines, in output order, deduplicated and bounded. `output` may be any text:
-    a tool result, hook output, a system reminder, a log the user pasted."""
-    found: list[str] = []
+def error_findings(output: str) -> list[tuple[str, str | None]]:
+    """(exact error line, its location or first project frame) in output order, headings after
+    the lines under them, deduplicated and bounded. `output` may be any text: a tool result,
+    hook output, a system reminder, a log the user pasted."""
+    raws = [CI_LOG_PREFIX_RE.sub("", ANSI_RE.sub("", r)) for r in output.splitlines()]
+    lines = [(raw, unwrap_line(raw)) for raw in raws if raw.strip()]  # (indentation kept, unwrapped)
+    found: list[tuple[bool, str, str | None]] = []
     in_traceback = False
-    mocha = bool(MOCHA_FAILING_RE.search(output))
-    for raw in output.splitlines():
-        line = unwrap_line(raw)
-        raw = CI_LOG_PREFIX_RE.sub("", ANSI_RE.sub("", raw))
+    for i, (raw, line) in enumerate(lines):
         if not line:
             continue
         if TRACEBACK_START_RE.match(line):
             in_traceback = True
             continue
+        indented = raw[:1] in (" ", "\t")
         if in_traceback:
-            # The exception line is the first unindented line after the frames.
-            if raw[:1] not in (" ", "\t") and EXCEPTION_LINE_RE.match(line):
-                found.append(line)
-                in_traceback = False
-            elif raw[:1] not in (" ", "\t") and not line.startswith(("File ", "During handling", "The above")):
-                in_traceback = False
-            continue
-        m = EXUNIT_FAILURE_RE.match(line)
-        if m:
-            found.append(m.group(1))
-        elif (EXCEPTION_LINE_RE.match(line) or any(rx.search(line) for rx in ERROR_LINE_RES)
-                or (mocha and MOCHA_TITLE_RE.match(line))):
-            found.append(line)
-    out: list[str] = []
-    for line in found:
-        line = cut_middle(line, ERROR_LINE_MAX_CHARS)
-        if line not in out:
-            out.append(line)
+            # Frames are indented; the exception line is the first unindented line after them.
+            if indented or line.startswith(("File ", "During handling", "The above")):
+                continue
+            in_traceback = False
+        for rule in CONVENTIONS:
+            m = rule.line.search(line)
+            if m and (rule.when is None or rule.when(lines, i)):
+                text = m.group(1) if m.groups() else line
+                found.append((rule.heading, text, rule.at(lines, i) if rule.at else None))
+                break
+    out: list[tuple[str, str | None]] = []
+    for _, text, at in sorted(found, key=lambda f: f[0]):  # stable: output order within each kind
+        text = cut_middle(text, ERROR_LINE_MAX_CHARS)
+        if all(text != t for t, _ in out):
+            out.append((text, at and cut_middle(at, ERROR_LINE_MAX_CHARS)))
         if len(out) >= MAX_ERROR_LINES_PER_RESULT:
             break
     return out
+
+
+def error_lines(output: str) -> list[str]:
+    """The exact error lines of `error_findings`."""
+    return [text for text, _ in error_findings(output)]
 
 
 def first_meaningful_line(output: str) -> str | None:

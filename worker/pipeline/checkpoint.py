@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from ..facts.ledger import RULE_LINE_RE, Ledger
+from ..facts.ledger import RULE_LINE_RE, ErrorFact, Ledger
 from ..facts.shell import only_looks
 from ..facts.text import code, command_result, cut_middle, one_line
 from ..facts.workstate import WorkItem, WorkState
@@ -206,6 +206,9 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
 
     def ids(mids: list[str]) -> str:
         return ", ".join(cite.get(m, m) for m in mids)
+
+    def at(e: ErrorFact) -> str:  # where an open error happened, verbatim: `--> src/main.rs:4:20`, a project frame
+        return f" {code(e.at)}" if e.at else ""
     critical: list[Bullet] = []
     unresolved, resolved = ledger.unresolved_errors(), ledger.resolved_errors()
     if unresolved:
@@ -213,7 +216,7 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
         for e in unresolved:
             src = f" — {t['from']} {code(cut_middle(one_line(e.command), ERROR_COMMAND_MAX_CHARS))}" if e.command else ""
             tries = f", {e.attempts} {t['attempts']}" if e.attempts > 1 else ""
-            subs.append(f"{code(e.text)}{src} ({ids(e.message_ids)}{tries})")
+            subs.append(f"{code(e.text)}{src}{at(e)} ({ids(e.message_ids)}{tries})")
         critical.append(Bullet(f"{t['unresolved']}:", subs=subs, rank=RANK_OPEN_ERROR, group=True))
     if resolved:
         subs = []
