@@ -101,3 +101,17 @@ def test_the_page_needs_the_key_on_a_keyed_server():
         wrong = "Basic " + base64.b64encode(b"me:nope").decode()
         assert httpx.get(srv.url + "/", headers={**BROWSER, "authorization": wrong}).status_code == 401
         assert httpx.get(srv.url + "/", headers={"authorization": "Bearer s3cret"}).status_code == 200
+
+
+def test_a_long_checkpoint_chain_is_paged_newest_first(server):
+    for _ in range(12):
+        post(server.url, "chain", openai_messages(work_session(turns=8, words=120)))
+        r = httpx.post(f"{server.url}/v1/sessions/chain/compact", params={"wait": "model"}, timeout=60)
+        assert r.status_code == 200, r.text
+    n = httpx.get(f"{server.url}/v1/sessions/chain").json()["checkpoint_version"]
+    assert n >= 12
+    first = httpx.get(f"{server.url}/sessions/chain", headers=BROWSER).text
+    assert re.findall(r'<details class="cp" id="v(\d+)"', first) == [str(v) for v in range(n, n - 10, -1)]
+    assert '<a href="/sessions/chain?cp_page=2">2</a>' in first
+    rest = httpx.get(f"{server.url}/sessions/chain?cp_page=2", headers=BROWSER).text
+    assert re.findall(r'<details class="cp" id="v(\d+)"', rest) == [str(v) for v in range(n - 10, 0, -1)]

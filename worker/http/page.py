@@ -39,6 +39,7 @@ from .errors import ApiError
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 SESSIONS_PER_PAGE = 50  # each row counts its session's context: a page stays well under a second
 MESSAGES_PER_PAGE = 100
+CHECKPOINTS_PER_PAGE = 10  # each version shows every section: a long chain is paged, newest first
 PREVIEW_CHARS = 240  # a message list shows the start of each message; `around` shows it whole
 SEARCH_LIMIT = 20
 PLOT_W, PLOT_H = 900, 180  # the token-use plot's drawing box, in SVG units
@@ -183,6 +184,7 @@ async def session_page(
     q: str = Query("", max_length=500, description="history search"),
     a: int | None = Query(None, ge=1, description="diff: the older checkpoint version"),
     b: int | None = Query(None, ge=1, description="diff: the newer checkpoint version"),
+    cp_page: int = Query(1, ge=1, le=100_000, description="page of checkpoint versions, newest first"),
 ) -> Any:
     detail = await asyncio.to_thread(service.session_detail, session_id)
     search = await asyncio.to_thread(service.search, session_id, q, SEARCH_LIMIT) if q.strip() else None
@@ -193,8 +195,11 @@ async def session_page(
         b = b if b is not None else versions[0]
         if a != b:
             diff = await asyncio.to_thread(service.checkpoint_diff, session_id, a, b)
+    start = (cp_page - 1) * CHECKPOINTS_PER_PAGE
     return render("session.html", title=f"compactd — {session_id}", d=detail, sid=session_id, q=q,
-                  search=search, diff=diff, versions=versions, a=a, b=b)
+                  search=search, diff=diff, versions=versions, a=a, b=b,
+                  shown=detail.compactions[start:start + CHECKPOINTS_PER_PAGE], cp_page=cp_page,
+                  cp_pages=_pages(len(detail.compactions), CHECKPOINTS_PER_PAGE))
 
 
 @page.get("/sessions/{session_id}/messages", summary="A session's messages, paged")

@@ -213,6 +213,7 @@ class JobRow:
     session_id: str | None
     status: str
     created: float
+    finished: float | None
     seconds: float | None  # run time so far (running) or in all (finished)
     eta_s: float | None
     error: str | None
@@ -446,7 +447,8 @@ def _job_row(job: Any, expected: float, now: float) -> JobRow:
     else:
         seconds = None
     eta = max(0.0, expected - (seconds or 0.0)) if expected and not status.terminal else None
-    return JobRow(job.id, job.kind, job.lane, job.session_id, status.value, job.created, seconds, eta, job.error)
+    return JobRow(job.id, job.kind, job.lane, job.session_id, status.value, job.created, job.finished, seconds, eta,
+                  job.error)
 
 
 def worker_view(service: CompactdService) -> WorkerView:
