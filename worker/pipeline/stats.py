@@ -93,7 +93,9 @@ class Verification:
 # ---------------------------------------------------------------------------- timings
 @dataclass(frozen=True)
 class ModelCall(_Flat):
-    """One model call: `GenerationStats.to_dict()`, its two rates included."""
+    """One model call as stored: `GenerationStats.to_dict()` (backends/base.py), its two rates
+    included. The engine's live record and this stored one share their fields on purpose; the
+    stored record is frozen and reads old rows (tests/pipeline/test_stats.py keeps them in step)."""
 
     prompt_tokens: int = 0
     cached_prompt_tokens: int = 0
