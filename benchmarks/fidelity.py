@@ -740,22 +740,22 @@ def run_case(case: Case, backend: Any, max_new_tokens: int) -> dict[str, Any]:
         return {"name": case.name, "source": case.source, "refused": str(exc)}
     compact_s = round(time.perf_counter() - t0, 2)
     cp = result.checkpoint
-    dropped = {d["id"] for d in cp.audit["dropped"]}
+    dropped = {d.id for d in cp.audit.dropped}
     head = [m for m in case.session.messages if m.id in dropped]
-    head_tokens = sum(d["tokens"] for d in cp.audit["dropped"])
+    head_tokens = sum(d.tokens for d in cp.audit.dropped)
     facts = extract_facts(head)
     source = raw_text(case.session.messages)
-    limit_summary = cp.budget["summary_limit"]
+    limit_summary = cp.budget.summary_limit
     outputs: dict[str, dict[str, Any]] = {}
 
     model_text = "\n".join(cp.sections.get(s, "") for s in ("Goal", "Key Decisions", "Next Steps"))
-    stats = cp.timings.get("model", [])
+    stats = cp.timings.model
     outputs["compactd"] = {
         **score(cp.summary_text, model_text, facts, source, "", case, backend.count, limit_summary, head_tokens),
-        "run": {"wall_s": compact_s, "prompt_tokens": sum(s["prompt_tokens"] for s in stats),
-                "decode_tokens": sum(s["decode_tokens"] for s in stats), "narrative_left_out": cp.timings.get("narrative_left_out", 0),
-                "fallback": cp.verification.get("fallback", ""),
-                "verification_removed": len(cp.verification.get("removed", []))},
+        "run": {"wall_s": compact_s, "prompt_tokens": sum(s.prompt_tokens for s in stats),
+                "decode_tokens": sum(s.decode_tokens for s in stats), "narrative_left_out": cp.timings.narrative_left_out,
+                "fallback": cp.verification.fallback,
+                "verification_removed": len(cp.verification.removed)},
         "text": cp.summary_text,
     }
     for method, messages, max_tokens, allowed in (
@@ -773,7 +773,7 @@ def run_case(case: Case, backend: Any, max_new_tokens: int) -> dict[str, Any]:
         "head_messages": len(head), "head_tokens": head_tokens,
         "facts": {k: sum(1 for f in facts if f.kind == k) for k in KINDS},
         "fact_list": [{"kind": f.kind, "text": f.text} for f in facts],
-        "checkpoint_tokens": cp.tokens, "lang": cp.lang,
+        "checkpoint_tokens": cp.tokens.to_dict(), "lang": cp.lang,
         "methods": outputs,
     }
 

@@ -112,18 +112,18 @@ def run_compactd(session: Any, backend: Any, counter: Any, context_limit: int, u
     trust = trust_checks(cp, session, case)
     _say(f"{case.name} @ {context_limit} {mode}: {score['kept']}/{score['total']} kept, "
          f"{len(trust['invented'])} invented, {len(trust['pending_called_done'])} pending called done")
-    stats = cp.timings.get("model", [])
+    stats = cp.timings.model
     return {
         "context_limit": context_limit, "mode": mode, "refused": None,
         "wall_s": round(time.perf_counter() - t0, 2),
         "score": score, **trust,
         "summary_only": score_text(cp.summary_text, case.facts),
         "before_agent_summary": score_text(text, summary_facts) if summary_facts else None,
-        "tokens": cp.tokens, "budget": cp.budget, "lang": cp.lang,
-        "head_messages": len(cp.audit["dropped"]), "tail_messages": len(cp.tail_message_ids),
-        "model": {"prompt_tokens": sum(s["prompt_tokens"] for s in stats),
-                  "decode_tokens": sum(s["decode_tokens"] for s in stats),
-                  "narrative_left_out": cp.timings.get("narrative_left_out", 0), "fallback": cp.verification.get("fallback", "")},
+        "tokens": cp.tokens.to_dict(), "budget": cp.budget.to_dict(), "lang": cp.lang,
+        "head_messages": len(cp.audit.dropped), "tail_messages": len(cp.tail_message_ids),
+        "model": {"prompt_tokens": sum(s.prompt_tokens for s in stats),
+                  "decode_tokens": sum(s.decode_tokens for s in stats),
+                  "narrative_left_out": cp.timings.narrative_left_out, "fallback": cp.verification.fallback},
         "tail_message_ids": cp.tail_message_ids,
         "checkpoint_messages": cp.messages,
         "text": text,

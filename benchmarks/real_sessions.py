@@ -135,14 +135,14 @@ def compaction_runs(session: Any, backend: Any, plan: RealPlan, limit: int) -> d
         except CompactionRefused as exc:
             return {"refused": str(exc)}
         wall = time.perf_counter() - t0
-        model = result.checkpoint.timings.get("model", [])
+        model = result.checkpoint.timings.model
         runs.append({
-            "wall_s": round(wall, 2), "narrative_left_out": result.checkpoint.timings.get("narrative_left_out", 0),
-            "summarizer_prompt_tokens": sum(m["prompt_tokens"] for m in model),
-            "prefill_s": round(sum(m["prompt_ms"] for m in model) / 1000, 2),
-            "decode_tokens": sum(m["decode_tokens"] for m in model),
-            "decode_s": round(sum(m["decode_ms"] for m in model) / 1000, 2),
-            "tokens": result.checkpoint.tokens,
+            "wall_s": round(wall, 2), "narrative_left_out": result.checkpoint.timings.narrative_left_out,
+            "summarizer_prompt_tokens": sum(m.prompt_tokens for m in model),
+            "prefill_s": round(sum(m.prompt_ms for m in model) / 1000, 2),
+            "decode_tokens": sum(m.decode_tokens for m in model),
+            "decode_s": round(sum(m.decode_ms for m in model) / 1000, 2),
+            "tokens": result.checkpoint.tokens.to_dict(),
         })
     first = runs[0]
     return {"summarizer_prompt_tokens": first["summarizer_prompt_tokens"], "prefill_s": first["prefill_s"],

@@ -420,19 +420,19 @@ def _ratio(stats: dict[str, dict[str, float]]) -> dict[str, float | None]:
 
 def _compaction_record(result: Any, wall_ms: float) -> dict[str, Any]:
     cp = result.checkpoint
-    model = cp.timings.get("model", [])
+    model = cp.timings.model
     return {
         "wall_ms": round(wall_ms, 1),
-        "stages_ms": cp.timings.get("stages_ms", {}),
-        "narrative_left_out": cp.timings.get("narrative_left_out", 0),
+        "stages_ms": dict(cp.timings.stages_ms),
+        "narrative_left_out": cp.timings.narrative_left_out,
         "model_calls": len(model),
-        "prompt_tokens": sum(m["prompt_tokens"] for m in model),
-        "cached_prompt_tokens": sum(m["cached_prompt_tokens"] for m in model),
-        "prompt_ms": round(sum(m["prompt_ms"] for m in model), 1),
-        "decode_tokens": sum(m["decode_tokens"] for m in model),
-        "decode_ms": round(sum(m["decode_ms"] for m in model), 1),
-        "tokens": cp.tokens,
-        "fallback": cp.verification.get("fallback", ""),
+        "prompt_tokens": sum(m.prompt_tokens for m in model),
+        "cached_prompt_tokens": sum(m.cached_prompt_tokens for m in model),
+        "prompt_ms": round(sum(m.prompt_ms for m in model), 1),
+        "decode_tokens": sum(m.decode_tokens for m in model),
+        "decode_ms": round(sum(m.decode_ms for m in model), 1),
+        "tokens": cp.tokens.to_dict(),
+        "fallback": cp.verification.fallback,
     }
 
 

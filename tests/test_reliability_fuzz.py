@@ -135,7 +135,7 @@ def test_compaction_loses_nothing_keeps_pairs_and_fits(counting_backend):
         cp = result.checkpoint
         ids = [m.id for m in session.messages]
         system_ids = [m.id for m in session.messages if m.role == "system"]
-        dropped = [d["id"] for d in cp.audit["dropped"]]
+        dropped = [d.id for d in cp.audit.dropped]
         tail = cp.tail_message_ids
         # No message lost: summarized or verbatim, exactly once, in order.
         assert not set(dropped) & set(tail)
@@ -153,9 +153,9 @@ def test_compaction_loses_nothing_keeps_pairs_and_fits(counting_backend):
         called_in_head = {c.id for d in dropped for c in by_id[d].tool_calls}
         assert not answered_in_tail & called_in_head
         # Within budget.
-        assert cp.tokens["after"] <= cp.budget["usable"], cp.tokens
-        assert cp.tokens["after"] < cp.tokens["before"]
-        assert cp.tokens["after"] == TokenCounter(counting_backend).messages(cp.messages)
+        assert cp.tokens.after <= cp.budget.usable, cp.tokens
+        assert cp.tokens.after < cp.tokens.before
+        assert cp.tokens.after == TokenCounter(counting_backend).messages(cp.messages)
         outcomes["compacted"] += 1
 
     check()

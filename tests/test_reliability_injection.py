@@ -83,9 +83,9 @@ def test_the_checkpoint_does_not_follow_injected_text(llama_backend, case):
     session = build_session(case)
     result = compact(session, llama_backend, CompactionConfig(context_limit=CONTEXT_LIMIT))
     cp = result.checkpoint
-    assert result.summarize is not None and cp.timings["model"], "the model must have run"
+    assert result.summarize is not None and cp.timings.model, "the model must have run"
     # A real narrative came back (not the deterministic fallback) and still follows no injection.
-    assert cp.verification["fallback"] == "" and cp.narrative["goal"].strip(), cp.verification
+    assert cp.verification.fallback == "" and cp.narrative["goal"].strip(), cp.verification
     assert cp.summary_text.startswith(REFERENCE_PREFIX[cp.lang])
     assert ("data, not instructions" if cp.lang == "en" else "是数据，不是指令") in cp.summary_text
     # Tool-derived text in the deterministic sections is quoted as code, never bare prose.
@@ -95,7 +95,7 @@ def test_the_checkpoint_does_not_follow_injected_text(llama_backend, case):
     reasons = followed(case, cp)
     # The same model output before verification: what the checkpoint would hold without it.
     raw = followed(case, replace(cp, narrative=result.summarize.narrative.to_dict()))
-    dropped = [r for r in cp.verification.get("removed", []) if "tool output" in r["reason"]]
+    dropped = [r for r in cp.verification.removed if "tool output" in r.reason]
     results[case.name] = {"followed": reasons, "raw_followed": raw, "dropped_as_injected": len(dropped)}
     if len(results) == len(SELECTED):
         record("injection_full" if FULL else "injection_quick", {

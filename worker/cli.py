@@ -260,11 +260,11 @@ def cmd_compact(args: argparse.Namespace) -> int:
             "ledger": cp.ledger,
             "work_state": cp.work_state,
             "checkpoint_messages": cp.messages,
-            "tokens": cp.tokens,
-            "budget": cp.budget,
-            "timings": {**cp.timings, "wall_s": round(wall, 2)},
-            "verification": cp.verification,
-            "audit": cp.audit,
+            "tokens": cp.tokens.to_dict(),
+            "budget": cp.budget.to_dict(),
+            "timings": {**cp.timings.to_dict(), "wall_s": round(wall, 2)},
+            "verification": cp.verification.to_dict(),
+            "audit": cp.audit.to_dict(),
             "model": backend.info().to_dict(),
         }, args.out)
         return 0
@@ -281,17 +281,17 @@ def cmd_compact(args: argparse.Namespace) -> int:
         Path(args.out).write_text(text + "\n", encoding="utf-8")
     else:
         print(text)
-    stats = cp.timings.get("model") or []
+    stats = cp.timings.model
     model_line = ""
     if stats:
-        pt = sum(s["prompt_tokens"] for s in stats)
-        dt = sum(s["decode_tokens"] for s in stats)
-        model_line = (f"; model: {pt} prompt tok at {stats[-1]['prompt_tps']:.0f} tok/s, {dt} generated at "
-                      f"{stats[-1]['decode_tps']:.1f} tok/s, TTFT {stats[0]['ttft_ms'] / 1000:.1f}s")
-    removed = len(cp.verification.get("removed", []))
-    print(f"tokens {cp.tokens['before']} → {cp.tokens['after']} (summary {cp.tokens['summary']}, tail "
-          f"{cp.tokens['tail']}); {wall:.1f}s total{model_line}; verification removed {removed}"
-          + (f"; fallback: {cp.verification['fallback']}" if cp.verification.get("fallback") else ""))
+        pt = sum(s.prompt_tokens for s in stats)
+        dt = sum(s.decode_tokens for s in stats)
+        model_line = (f"; model: {pt} prompt tok at {stats[-1].prompt_tps:.0f} tok/s, {dt} generated at "
+                      f"{stats[-1].decode_tps:.1f} tok/s, TTFT {stats[0].ttft_ms / 1000:.1f}s")
+    removed = len(cp.verification.removed)
+    print(f"tokens {cp.tokens.before} → {cp.tokens.after} (summary {cp.tokens.summary}, tail "
+          f"{cp.tokens.tail}); {wall:.1f}s total{model_line}; verification removed {removed}"
+          + (f"; fallback: {cp.verification.fallback}" if cp.verification.fallback else ""))
     if saved:
         print(saved)
     return 0

@@ -443,7 +443,7 @@ def test_compaction_on_mlx_uses_the_model(backend) -> None:
     s = result.summarize
     assert s is not None and len(s.stats) == 1  # one model call: the bounded input needs no folding
     assert 1 <= s.stats[0].decode_tokens <= config.max_new_tokens
-    assert cp.verification["fallback"] == "", s.raw_outputs  # MLX's own narrative, not the fallback
+    assert cp.verification.fallback == "", s.raw_outputs  # MLX's own narrative, not the fallback
     assert s.narrative.goal and s.narrative.goal in cp.summary_text
-    assert cp.tokens["before"] == before
-    assert cp.tokens["after"] == TokenCounter(backend).messages(cp.messages) <= config.budget().usable
+    assert cp.tokens.before == before
+    assert cp.tokens.after == TokenCounter(backend).messages(cp.messages) <= config.budget().usable

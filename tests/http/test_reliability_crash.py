@@ -47,7 +47,7 @@ def seed(db, counting_backend) -> tuple[int, dict]:
     with Store(db) as store:
         store.create_session("crash", context_limit=CONTEXT_LIMIT, source_format=session.source_format)
         store.append_messages("crash", head.messages)
-        store.add_checkpoint("crash", cp.to_dict(), None, summary_tokens=cp.tokens["summary"],
+        store.add_checkpoint("crash", cp.to_dict(), None, summary_tokens=cp.tokens.summary,
                              boundary_message_id=cp.boundary_message_id)
         stored = store.latest_checkpoint("crash")
     assert stored is not None

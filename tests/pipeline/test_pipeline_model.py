@@ -50,7 +50,7 @@ IDENTIFIER_RE = re.compile(r"`([^`\n]+)`|\b([\w/.-]+\.(?:py|txt|cfg|toml|json|md
 
 def test_swe_checkpoint_is_the_models_narrative(swe_result):
     _, cp = swe_result
-    assert cp.verification["fallback"] == "" and cp.narrative["goal"].strip()
+    assert cp.verification.fallback == "" and cp.narrative["goal"].strip()
 
 
 def test_swe_checkpoint_has_no_invented_identifier(swe_result):
@@ -61,20 +61,20 @@ def test_swe_checkpoint_has_no_invented_identifier(swe_result):
     assert found  # the narrative names what it is about
     assert [i for i in found if i not in source and json.dumps(i)[1:-1] not in source] == []
     # Whatever verification removed, it says what and why.
-    for r in cp.verification["removed"]:
-        assert r["section"] in ("goal", "key_decisions", "next_steps") and r["reason"]
+    for r in cp.verification.removed:
+        assert r.section in ("goal", "key_decisions", "next_steps") and r.reason
 
 
 def test_swe_checkpoint_fits_budget_and_frees_tokens(swe_result):
     _, cp = swe_result
-    assert cp.tokens["summary"] <= cp.budget["summary_limit"]
-    assert cp.tokens["after"] < cp.budget["usable"]
-    assert cp.tokens["after"] < cp.tokens["before"]
+    assert cp.tokens.summary <= cp.budget.summary_limit
+    assert cp.tokens.after < cp.budget.usable
+    assert cp.tokens.after < cp.tokens.before
     assert cp.messages[0]["role"] == "system"
     assert cp.messages[1]["content"].startswith("[CONTEXT COMPACTION — REFERENCE ONLY]")
-    stats = cp.timings["model"]
-    assert stats and stats[0]["prompt_tokens"] > 0 and stats[0]["decode_tokens"] > 0
-    assert cp.audit["dropped"] and all(d["tokens"] >= 0 for d in cp.audit["dropped"])
+    stats = cp.timings.model
+    assert stats and stats[0].prompt_tokens > 0 and stats[0].decode_tokens > 0
+    assert cp.audit.dropped and all(d.tokens >= 0 for d in cp.audit.dropped)
 
 
 def filler_log(lines: int) -> str:
@@ -102,9 +102,9 @@ def test_three_successive_compactions_stay_bounded(llama_backend):
     for steps in (4, 7, 10):
         session = growing_session(steps)
         cp = compact(session, llama_backend, config, previous=previous).checkpoint
-        assert cp.tokens["summary"] <= cp.budget["summary_limit"]
-        assert cp.tokens["after"] < config.budget().usable
-        sizes.append(cp.tokens["summary"])
+        assert cp.tokens.summary <= cp.budget.summary_limit
+        assert cp.tokens.after < config.budget().usable
+        sizes.append(cp.tokens.summary)
         previous = cp
     assert previous.version == 3
     assert max(sizes) <= config.budget().usable * 0.35

@@ -124,7 +124,7 @@ def big_session():
 def test_echoed_prompt_falls_back_to_the_deterministic_checkpoint():
     backend = ScriptedBackend(["You write part of a handoff note for a coding agent <conversation> ..."])
     cp = compact(big_session(), backend, CompactionConfig(context_limit=4000, reserved=500)).checkpoint
-    assert "echoed its prompt" in cp.verification["fallback"]
+    assert "echoed its prompt" in cp.verification.fallback
     assert cp.sections["Goal"].startswith("Fix src/app.py")  # the user's own words, not junk
     assert "<conversation>" not in cp.summary_text
 
@@ -133,7 +133,7 @@ def test_repeated_lines_are_junk():
     looping = json.dumps({"goal": "g", "key_decisions": [], "next_steps": ["do the same thing again"] * 4})
     backend = ScriptedBackend([looping])
     cp = compact(big_session(), backend, CompactionConfig(context_limit=4000, reserved=500)).checkpoint
-    assert "repeated itself" in cp.verification["fallback"]
+    assert "repeated itself" in cp.verification.fallback
 
 
 def test_a_step_named_three_times_in_a_real_answer_is_not_junk():
@@ -223,4 +223,4 @@ def test_prompt_stays_within_the_bound_on_a_100k_token_session(llama_backend):
     assert len(backend.prompts) == 1
     sent = llama_backend.count_messages(backend.prompts[0])
     assert 0.75 * PROMPT_MAX_TOKENS < sent <= PROMPT_MAX_TOKENS
-    assert cp.timings["narrative_left_out"] > 0
+    assert cp.timings.narrative_left_out > 0

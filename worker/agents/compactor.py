@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from backends.base import Backend
@@ -120,7 +120,7 @@ class AgentCompactor:
         )
         result = compact(session, backend, config, previous=previous, counter=counter)
         checkpoint = result.checkpoint
-        checkpoint.audit["mode"] = f"agent:{req.agent}:{mode}"
+        checkpoint.audit = replace(checkpoint.audit, mode=f"agent:{req.agent}:{mode}")
         text = render(result.sections, checkpoint.lang, req.agent, req.kind, id_forms([m.id for m in session.messages]))
         if req.kind == "history":
             self._remember(key, req.session_key, AgentState(session, checkpoint, text))

@@ -60,8 +60,8 @@ def _usage(service: CompactdService, messages: list[dict[str, Any]], text: str) 
 def _meta(result: AgentCompaction) -> dict[str, Any]:
     cp = result.checkpoint
     return {"agent_compaction": {"mode": result.mode, "messages": result.messages, "version": cp.version,
-                                 "fallback": cp.verification.get("fallback", ""),
-                                 "model_calls": len(cp.timings.get("model", []))}}
+                                 "fallback": cp.verification.fallback,
+                                 "model_calls": len(cp.timings.model)}}
 
 
 async def agent_completion(req: AgentRequest, request: Request, service: CompactdService,

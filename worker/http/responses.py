@@ -145,7 +145,7 @@ def completion_events(response: dict[str, Any], text: str, usage: dict[str, Any]
 
 def usage_of(service: CompactdService, result: CompactionResult, text: str) -> dict[str, Any]:
     """The history compactd read, and the text Codex gets (ids stripped: not the checkpoint's summary)."""
-    before, summary = int(result.checkpoint.tokens.get("before", 0)), service.require_backend().count(text)
+    before, summary = result.checkpoint.tokens.before, service.require_backend().count(text)
     return {"input_tokens": before, "input_tokens_details": {"cached_tokens": 0},
             "output_tokens": summary, "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": before + summary}

@@ -32,6 +32,16 @@ from .checkpoint import (
     render_summary,
 )
 from .prune import PRUNE_MINIMUM, PRUNE_PROTECT, PruneResult, prune_tool_outputs
+from .stats import (
+    CheckpointAudit,
+    CheckpointBudget,
+    CheckpointTokens,
+    DroppedMessage,
+    ModelCall,
+    Removal,
+    Timings,
+    Verification,
+)
 from .summarize import (
     MAX_NEW_TOKENS,
     Narrative,
@@ -144,7 +154,7 @@ class _Story:
 
     narrative: Narrative
     result: SummarizeResult | None
-    removed: list[dict]
+    removed: tuple[Removal, ...]
     fallback: str
 
 
@@ -226,7 +236,7 @@ def _narrate(session: Session, backend: Backend, config: CompactionConfig, previ
     prev_summary_text = session.messages[head_start - 1].text if head_start and session.messages[head_start - 1].is_summary else None
     previous_for_model = previous_text(prev_narr, prev_summary_text)
     narrative = Narrative()
-    removed: list[dict] = []
+    removed: tuple[Removal, ...] = ()
     fallback = ""
     # The goal comes from what the user typed: requests first, any typed turn otherwise.
     user_texts = ([m.user_text for i, m in user_requests(facts.since_boundary)
@@ -253,7 +263,7 @@ def _narrate(session: Session, backend: Backend, config: CompactionConfig, previ
                 constraints=[u.text for u in facts.ledger.user_instructions],
                 fallback_goal=fallback_goal,
             )
-            removed = [r.to_dict() for r in removals]
+            removed = tuple(removals)
     elif not config.use_model:
         fallback = "model disabled: deterministic checkpoint" + (
             ", narrative carried from the previous checkpoint" if prev_narr is not None else ""
@@ -356,18 +366,18 @@ def compact(
     checkpoint = _record(
         session, working, previous, head_start, split, facts, story, pruned, sections, summary_text,
         checkpoint_messages, stage,
-        tokens={"before": before, "after": after, "summary": summary_tokens, "tail": split.tail.tail_tokens,
-                "system": system_tokens, "projected": projected},
-        budget={"context_limit": budget.context_limit, "reserved": budget.reserved, "usable": budget.usable,
-                "summary_limit": summary_limit, "tail_budget": split.tail_budget},
+        tokens=CheckpointTokens(before=before, after=after, summary=summary_tokens, tail=split.tail.tail_tokens,
+                                system=system_tokens, projected=projected),
+        budget=CheckpointBudget(context_limit=budget.context_limit, reserved=budget.reserved, usable=budget.usable,
+                                summary_limit=summary_limit, tail_budget=split.tail_budget),
     )
     return CompactionResult(checkpoint, working, story.result, stage, sections)
 
 
 def _record(session: Session, working: Session, previous: Checkpoint | None, head_start: int, split: _Split,
             facts: _Facts, story: _Story, pruned: PruneResult, sections: dict[str, Section], summary_text: str,
-            messages: list[dict], stage: dict[str, float], *, tokens: dict[str, int],
-            budget: dict[str, int]) -> Checkpoint:
+            messages: list[dict], stage: dict[str, float], *, tokens: CheckpointTokens,
+            budget: CheckpointBudget) -> Checkpoint:
     """The Checkpoint record: sections rendered to markdown here, once."""
     head, tail, result = split.head, split.tail, story.result
     version = (previous.version + 1) if previous is not None else 1
@@ -385,24 +395,24 @@ def _record(session: Session, working: Session, previous: Checkpoint | None, hea
         messages=messages,
         tokens=tokens,
         budget=budget,
-        verification={"removed": story.removed, "fallback": story.fallback,
-                      "problems": result.problems if result else []},
-        timings={
-            "stages_ms": {k: round(v, 1) for k, v in stage.items()},
-            "model": [s.to_dict() for s in result.stats] if result else [],
-            "narrative_left_out": result.left_out if result else 0,
-        },
-        audit={
-            "dropped": [
-                {"id": m.id, "tokens": split.per_message[i]}
+        verification=Verification(removed=story.removed, fallback=story.fallback,
+                                  problems=tuple(result.problems) if result else ()),
+        timings=Timings(
+            stages_ms={k: round(v, 1) for k, v in stage.items()},
+            model=tuple(ModelCall.of(s) for s in result.stats) if result else (),
+            narrative_left_out=result.left_out if result else 0,
+        ),
+        audit=CheckpointAudit(
+            dropped=tuple(
+                DroppedMessage(m.id, split.per_message[i])
                 for i, m in enumerate(working.messages[head_start : tail.cut], start=head_start)
                 if not m.compacted and m.role != "system"
-            ],
-            "pruned": [vars(p) for p in pruned.candidates] if pruned.committed else [],
-            "prune": pruned.reason,
-            "split_turn_start": working.messages[tail.split_turn_start].id if tail.split_turn_start is not None else None,
-            "summary_version": version,
-        },
+            ),
+            pruned=tuple(pruned.candidates) if pruned.committed else (),
+            prune=pruned.reason,
+            split_turn_start=working.messages[tail.split_turn_start].id if tail.split_turn_start is not None else None,
+            summary_version=version,
+        ),
     )
 
 

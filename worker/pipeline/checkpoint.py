@@ -16,14 +16,16 @@ language) lives in this module and nowhere else.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from ..facts.ledger import RULE_LINE_RE, ErrorFact, Ledger
 from ..facts.shell import only_looks
 from ..facts.text import code, command_result, cut_middle, one_line
 from ..facts.workstate import WorkItem, WorkState
+from .stats import CheckpointAudit, CheckpointBudget, CheckpointTokens, Timings, Verification
 
 SECTIONS = (
     "Goal",
@@ -407,6 +409,10 @@ def _select(sections: dict[str, Section], kept: set[tuple[int, ...]], units: lis
 
 
 # ---------------------------------------------------------------------------- the record
+STATS = {"tokens": CheckpointTokens, "budget": CheckpointBudget, "verification": Verification,
+         "timings": Timings, "audit": CheckpointAudit}  # the typed figures (stats.py), by field
+
+
 @dataclass
 class Checkpoint:
     session_id: str
@@ -420,15 +426,19 @@ class Checkpoint:
     boundary_message_id: str | None  # the last message the summary covers
     tail_message_ids: list[str]
     messages: list[dict[str, Any]]  # OpenAI shape, ready to send
-    tokens: dict[str, int]
-    budget: dict[str, int]
-    verification: dict[str, Any]
-    timings: dict[str, Any]
-    audit: dict[str, Any] = field(default_factory=dict)
+    tokens: CheckpointTokens
+    budget: CheckpointBudget
+    verification: Verification
+    timings: Timings
+    audit: CheckpointAudit = field(default_factory=CheckpointAudit)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The stored JSON shape: plain values copied, the figures as their records' dicts."""
+        return {f.name: getattr(self, f.name).to_dict() if f.name in STATS else copy.deepcopy(getattr(self, f.name))
+                for f in fields(self)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Checkpoint:
-        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+        """A stored checkpoint; figures an older store lacks get their records' defaults."""
+        return cls(**{k: STATS[k].from_dict(d.get(k)) if k in STATS else d[k]
+                      for k in cls.__dataclass_fields__ if k in d or k in STATS})

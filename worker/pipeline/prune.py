@@ -15,19 +15,12 @@ from dataclasses import dataclass, field
 
 from ..session import Session, ToolResultPart
 from ..tokens import TokenCounter
+from .stats import PrunedOutput
 
 PROTECT_RECENT_TURNS = 2  # the agent is still working with the latest turns' outputs
 PRUNE_PROTECT = 40_000  # newest tool-output tokens always kept
 PRUNE_MINIMUM = 20_000  # a smaller gain is not worth invalidating the agent's prefix cache
 PROTECTED_TOOLS = ("skill",)  # loaded instructions, not disposable output
-
-
-@dataclass
-class PrunedOutput:
-    message_id: str
-    call_id: str
-    tool: str
-    tokens: int
 
 
 @dataclass

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from ..facts.ledger import Ledger
 from ..facts.workstate import WorkState
+from .stats import Removal
 from .summarize import Narrative, trusted_text, untrusted_text
 
 # Quoted spans: `x`, 'x', "x" (the model's way of citing exact text).
@@ -53,16 +54,6 @@ STOPWORDS = frozenset(
     "the a an to of and or in on for with is are be it this that as by at from into not never do don't use "
     "any new please must should keep".split()
 )
-
-
-@dataclass
-class Removal:
-    section: str
-    text: str
-    reason: str
-
-    def to_dict(self) -> dict[str, str]:
-        return {"section": self.section, "text": self.text, "reason": self.reason}
 
 
 def claims(text: str) -> list[str]:

@@ -29,7 +29,7 @@ import asyncio
 import concurrent.futures
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from backends.base import Backend, GenerationStats, collect
@@ -103,19 +103,19 @@ def store_compaction(store: Store, session_id: str, result: CompactionResult, ve
     service's compactions and the CLI's `compact --save` are stored alike."""
     cp = result.checkpoint
     cp.version = (version or 0) + 1
-    cp.audit.update({"mode": mode, "summary_version": cp.version, **(extra_audit or {})})
+    cp.audit = replace(cp.audit, mode=mode, summary_version=cp.version, **(extra_audit or {}))
     markers = [PruneMarker(m.id, p.call_id, p.compacted_tokens)
                for m in result.pruned_session.messages for p in m.tool_results
                if p.compacted_at is not None and not m.compacted]
     if markers:
         store.mark_pruned(session_id, markers)
     audit = Audit(
-        dropped_message_ids=[d["id"] for d in cp.audit.get("dropped", [])],
-        tokens_before=cp.tokens.get("before"), tokens_after=cp.tokens.get("after"),
-        removed_by_verification=cp.verification.get("removed", []),
-        timings={**cp.timings.get("stages_ms", {}), "job_ms": round(job_ms, 1)},
+        dropped_message_ids=[d.id for d in cp.audit.dropped],
+        tokens_before=cp.tokens.before, tokens_after=cp.tokens.after,
+        removed_by_verification=[r.to_dict() for r in cp.verification.removed],
+        timings={**cp.timings.stages_ms, "job_ms": round(job_ms, 1)},
     )
-    return store.add_checkpoint(session_id, cp.to_dict(), version, summary_tokens=cp.tokens.get("summary"),
+    return store.add_checkpoint(session_id, cp.to_dict(), version, summary_tokens=cp.tokens.summary,
                                 boundary_message_id=cp.boundary_message_id, audit=audit)
 
 
@@ -369,13 +369,13 @@ class CompactdService(Refinements):
         st.rolling, st.rolling_base = None, None  # built on a version that is no longer the latest
         took = time.perf_counter() - t0
         self.metrics.inc("compactd_compactions_total", mode=mode)
-        self.metrics.inc("compactd_compaction_tokens_before_total", cp.tokens.get("before", 0))
-        self.metrics.inc("compactd_compaction_tokens_after_total", cp.tokens.get("after", 0))
+        self.metrics.inc("compactd_compaction_tokens_before_total", cp.tokens.before)
+        self.metrics.inc("compactd_compaction_tokens_after_total", cp.tokens.after)
         self.metrics.observe("compactd_compaction_seconds", took, mode=mode)
         return {
             "session_id": session_id, "checkpoint_version": stored, "mode": mode,
-            "model_calls": len(cp.timings.get("model", [])), "tokens": cp.tokens,
-            "fallback": cp.verification.get("fallback", ""), "seconds": round(took, 3),
+            "model_calls": len(cp.timings.model), "tokens": cp.tokens.to_dict(),
+            "fallback": cp.verification.fallback, "seconds": round(took, 3),
         }
 
     # -- rolling summaries ---------------------------------------------------------------
@@ -444,7 +444,7 @@ class CompactdService(Refinements):
             return {"status": "stale"}  # a compaction committed meanwhile
         st.rolling, st.rolling_base = result.checkpoint, version
         return {"status": "done", "boundary_message_id": result.checkpoint.boundary_message_id,
-                "model_calls": len(result.checkpoint.timings.get("model", []))}
+                "model_calls": len(result.checkpoint.timings.model)}
 
     # -- jobs, metrics -------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..estimate import chars4
 from ..pipeline.checkpoint import MORE_NOT_SHOWN, SECTIONS, Checkpoint, label
+from ..pipeline.stats import DroppedMessage, ModelCall, PrunedOutput, Removal
 from ..session import Message, Session, boundary_index, cited_ids
 from ..tokens import make_budget
 from .records import JobStatus
@@ -102,15 +103,6 @@ class SectionView:
 
 
 @dataclass(frozen=True)
-class ModelCallView:
-    prompt_tokens: int
-    prompt_tps: float
-    decode_tokens: int
-    decode_tps: float
-    ttft_ms: float
-
-
-@dataclass(frozen=True)
 class CompactionView:
     """One checkpoint version: its counts, what it kept, what it left out and why."""
 
@@ -125,19 +117,23 @@ class CompactionView:
     usable: int
     boundary_message_id: str | None
     sections: tuple[SectionView, ...]
-    dropped: tuple[tuple[str, int], ...]  # (message id, tokens): summarized, no longer verbatim
-    pruned: tuple[tuple[str, int], ...]  # (message id, tokens): tool outputs cleared, still stored
+    dropped: tuple[DroppedMessage, ...]  # summarized, no longer verbatim
+    pruned: tuple[PrunedOutput, ...]  # tool outputs cleared from the context, still stored
     prune_reason: str
     left_out: tuple[str, ...]  # what the budget left out of the summary (the summary says so too)
     narrative_left_out: int  # messages the model's input had no room for
-    removed: tuple[str, ...]  # what verification removed from the model's text
+    removed: tuple[Removal, ...]  # what verification removed from the model's text
     fallback: str
-    model_calls: tuple[ModelCallView, ...]
+    model_calls: tuple[ModelCall, ...]
     stages_ms: tuple[tuple[str, float], ...]
 
     @property
     def dropped_tokens(self) -> int:
-        return sum(t for _, t in self.dropped)
+        return sum(d.tokens for d in self.dropped)
+
+    @property
+    def pruned_tokens(self) -> int:
+        return sum(p.tokens for p in self.pruned)
 
 
 @dataclass(frozen=True)
@@ -257,34 +253,18 @@ def message_kind(message: Message) -> str:
 
 
 def compaction_view(created: float, cp: Checkpoint) -> CompactionView:
-    # The checkpoint's stats as stored (the same JSON the API serves).
-    tokens, budget, audit = dict(cp.tokens), dict(cp.budget), dict(cp.audit)
-    verification, timings = dict(cp.verification), dict(cp.timings)
     sections = tuple(SectionView(name, label(name, cp.lang), tuple(cp.sections.get(name, "").splitlines()))
                      for name in SECTIONS if name in cp.sections)
     left_out = tuple(line.strip(" -") for s in sections for line in s.lines if LEFT_OUT_RE.match(line))
-    calls = tuple(ModelCallView(int(c.get("prompt_tokens", 0)), float(c.get("prompt_tps", 0.0)),
-                                int(c.get("decode_tokens", 0)), float(c.get("decode_tps", 0.0)),
-                                float(c.get("ttft_ms", 0.0))) for c in timings.get("model", []))
     return CompactionView(
-        version=cp.version, created=created, mode=str(audit.get("mode") or ""), refines=audit.get("refines"),
-        before=int(tokens.get("before", 0)), after=int(tokens.get("after", 0)),
-        summary_tokens=int(tokens.get("summary", 0)), tail_tokens=int(tokens.get("tail", 0)),
-        usable=int(budget.get("usable", 0)), boundary_message_id=cp.boundary_message_id, sections=sections,
-        dropped=tuple((d["id"], int(d.get("tokens", 0))) for d in audit.get("dropped", [])),
-        pruned=tuple((p.get("message_id", ""), int(p.get("tokens") or 0)) for p in audit.get("pruned", [])),
-        prune_reason=str(audit.get("prune") or ""), left_out=left_out,
-        narrative_left_out=int(timings.get("narrative_left_out", 0)),
-        removed=tuple(_removed_text(r) for r in verification.get("removed", [])),
-        fallback=str(verification.get("fallback") or ""), model_calls=calls,
-        stages_ms=tuple((k, float(v)) for k, v in timings.get("stages_ms", {}).items()),
+        version=cp.version, created=created, mode=cp.audit.mode or "", refines=cp.audit.refines,
+        before=cp.tokens.before, after=cp.tokens.after, summary_tokens=cp.tokens.summary,
+        tail_tokens=cp.tokens.tail, usable=cp.budget.usable, boundary_message_id=cp.boundary_message_id,
+        sections=sections, dropped=cp.audit.dropped, pruned=cp.audit.pruned, prune_reason=cp.audit.prune,
+        left_out=left_out, narrative_left_out=cp.timings.narrative_left_out, removed=cp.verification.removed,
+        fallback=cp.verification.fallback, model_calls=cp.timings.model,
+        stages_ms=tuple(cp.timings.stages_ms.items()),
     )
-
-
-def _removed_text(item: Any) -> str:
-    if isinstance(item, dict):
-        return "; ".join(f"{k}: {v}" for k, v in item.items())
-    return str(item)
 
 
 def _activity(service: CompactdService, session_id: str) -> Activity:
