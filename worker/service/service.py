@@ -141,6 +141,7 @@ class SessionState:
     refine_job: Job | None = None  # the model narrative for an instant (deterministic) checkpoint
     timer: asyncio.TimerHandle | None = None
     dirty: bool = False  # turns arrived while a rolling update ran
+    gauge: tuple[tuple[int, int | None, int], Any] | None = None  # the page's last count: (its key, the Gauge)
 
 
 class CompactdService(Refinements):

@@ -280,27 +280,36 @@ def _activity(service: CompactdService, session_id: str) -> Activity:
     return Activity("idle")
 
 
-def _gauge(service: CompactdService, session: Session, committed: Checkpoint | None, limit: int) -> Gauge | None:
+def _gauge(service: CompactdService, session_id: str, session: Session | None, committed: Checkpoint | None,
+           version: int | None, limit: int, messages: int) -> Gauge | None:
+    """The gauge, counted once per state of the session: appends, compactions and a new limit
+    change its key, so `/` over many long sessions reads none of them back until they change."""
     from .service import context_chat
 
     if service.counter is None:
         return None
-    chat = context_chat(session, committed)
+    st = service.state(session_id)
+    key = (messages, version, limit)
+    if st.gauge is not None and st.gauge[0] == key:
+        return st.gauge[1]
+    chat = context_chat(session or service.store.get_session(session_id), committed)
     total, _ = service.counter.count(chat)
     text = chat_text(chat)
     budget = make_budget(limit)
-    return Gauge(tokens=total, usable=budget.usable, context_limit=limit, chars=len(text), chars4=chars4(text))
+    gauge = Gauge(tokens=total, usable=budget.usable, context_limit=limit, chars=len(text), chars4=chars4(text))
+    st.gauge = (key, gauge)
+    return gauge
 
 
 def session_row(service: CompactdService, session_id: str, session: Session | None = None) -> SessionRow:
     info = service.store.session_info(session_id)
-    session = session or service.store.get_session(session_id)
     stored = service.store.latest_checkpoint(session_id)
     committed = Checkpoint.from_dict(stored.data) if stored is not None else None
     limit = info.context_limit or service.config.context_limit
     return SessionRow(
         id=info.id, source_format=info.source_format, created=info.created, messages=info.message_count,
-        gauge=_gauge(service, session, committed, limit),
+        gauge=_gauge(service, session_id, session, committed, stored.version if stored else None, limit,
+                     info.message_count),
         last=compaction_view(stored.created, committed) if stored is not None and committed is not None else None,
         activity=_activity(service, session_id),
     )
