@@ -120,6 +120,15 @@ def test_reply_is_the_agents_template_streamed_as_openai_does(client, name, expe
     assert "[CONTEXT COMPACTION" not in text
 
 
+def test_an_agent_compaction_job_has_one_kind_whatever_the_door(client):
+    """opencode's door (chat completions) counts the job under the kind Codex's door
+    (/v1/responses, tests/integrations) uses: `agent_compaction`, the JobKind's value."""
+    stream(client, captured("opencode-compaction-request")["body"], {"x-session-id": "ses_kind"})
+    metrics = client.get("/metrics").text
+    assert 'compactd_jobs_total{kind="agent_compaction",status="done"} 1.0' in metrics
+    assert 'kind="agent_compact"' not in metrics and "JobKind" not in metrics
+
+
 def test_second_compaction_of_a_session_updates_the_first(client):
     first = captured("opencode-compaction-request")
     headers = {"x-session-id": "ses_test"}

@@ -93,7 +93,10 @@ def test_responses_compaction_stream_and_forwarding():
         forwarded = httpx.post(cd.url + "/v1/responses", json=plain, timeout=60,
                                headers={"authorization": "Bearer secret-for-upstream", "x-custom": "kept"})
         logged = stub.log
+        metrics = httpx.get(cd.url + "/metrics", timeout=30).text
     backend.close()
+    # The same job kind as opencode's and pi's door (tests/agents): one name in the metrics.
+    assert 'compactd_jobs_total{kind="agent_compaction",status="done"} 1.0' in metrics
     events = sse_events(answer.text)
     kinds = [e["type"] for e in events]
     assert kinds[:2] == ["response.created", "response.in_progress"]
