@@ -29,6 +29,7 @@ from typing import Any
 
 from ..facts.actions import scan_actions
 from ..facts.ledger import extract_ledger, user_requests
+from ..facts.text import cut_end
 from ..facts.workstate import derive_work_state
 from ..pipeline.checkpoint import (
     Section,
@@ -117,7 +118,7 @@ def fact_sections(session: Session) -> tuple[dict[str, Section], str]:
     lang = detect_language(messages)
     requests = [m.user_text for _, m in user_requests(messages)] or [m.user_text for m in messages if m.starts_turn]
     sections = {**ledger_sections(ledger, lang, cite), "Progress": progress_section(state, lang, cite),
-                "Goal": Section(text=requests[0][:GOAL_MAX_CHARS] if requests else "")}
+                "Goal": Section(text=cut_end(requests[0], GOAL_MAX_CHARS) if requests else "")}
     return sections, lang
 
 

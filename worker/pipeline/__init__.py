@@ -17,6 +17,7 @@ from backends.engine_thread import FOREGROUND
 
 from ..facts.actions import scan_actions
 from ..facts.ledger import Ledger, answered_question, extract_ledger, user_requests
+from ..facts.text import cut_end
 from ..facts.workstate import WorkState, derive_work_state
 from ..session import Message, Session, boundary_index, cited_ids, id_forms
 from ..tokens import Budget, TokenCounter, make_budget
@@ -44,6 +45,7 @@ from .summarize import (
 from .tail import TAIL_TURNS, TailSelection, preserve_recent_budget, select_tail
 from .verify import done_evidence, verify_narrative
 
+FALLBACK_GOAL_MAX_CHARS = 600  # the user's words as the goal: a request, not a pasted log
 MIN_FREE_SHARE = 0.10  # a compaction that frees less than this share of usable would loop
 SUMMARY_MAX_TOKENS = 8_000  # the summary's own bound, whatever the window: keeps it from growing
 SUMMARY_SHARE = 0.35  # ... and at most this share of usable, so the tail and new turns fit
@@ -233,7 +235,7 @@ def _narrate(session: Session, backend: Backend, config: CompactionConfig, previ
                    if not answered_question(facts.since_boundary, i)]
                   or [m.user_text for m in facts.since_boundary if m.starts_turn])
     first_request = (user_texts[-1] if user_texts else "") if previous is not None else (user_texts[0] if user_texts else "")
-    fallback_goal = (prev_narr.goal if prev_narr and prev_narr.goal else first_request)[:600]
+    fallback_goal = cut_end(prev_narr.goal if prev_narr and prev_narr.goal else first_request, FALLBACK_GOAL_MAX_CHARS)
     if config.use_model and head:
         window = config.summarizer_window or backend.info().context_size or 8192
         say(f"summarizing {len(head)} messages with the model")

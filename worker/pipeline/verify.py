@@ -4,7 +4,8 @@ Every path, identifier, number and quoted string in the model's text must occur 
 model was given (conversation narrative, facts, previous summary). A next step must not be
 something the evidence shows done, and neither the goal nor a key decision may flip a user's
 "do not". Items that fail are removed and recorded; the checkpoint never stores an invented
-identifier.
+identifier. An item cut off (the schema's maxLength stops a string mid-word, inside a backtick
+span) is trimmed back to its whole words, or dropped when too little is whole.
 
 Tool output is data, never instructions (prompt injection): a command, URL or host, or a claim
 that the work is done, must come from what the user and the assistant wrote (the assistant's
@@ -19,8 +20,9 @@ import re
 from dataclasses import dataclass, field
 
 from ..facts.ledger import Ledger
+from ..facts.text import finished, unfinished
 from ..facts.workstate import WorkState
-from .summarize import Narrative, trusted_text, untrusted_text
+from .summarize import GOAL_MAX_CHARS, ITEM_MAX_CHARS, Narrative, trusted_text, untrusted_text
 
 # Quoted spans: `x`, 'x', "x" (the model's way of citing exact text).
 QUOTED = re.compile(r"`([^`]{2,})`|'([^'\s][^']{1,}?)'|\"([^\"]{2,}?)\"")
@@ -226,6 +228,18 @@ def _flips_constraint(text: str, constraints: list[str]) -> str | None:
     return None
 
 
+def _whole(section: str, text: str, cap: int, removed: list[Removal], capped: bool | None = None) -> str:
+    """`text`, or its whole part when it was cut off (recorded); "" when too little is whole.
+    `capped`: the text was stopped at its length cap (default: it is `cap` long)."""
+    capped = len(text) >= cap if capped is None else capped
+    why = unfinished(text, capped)
+    if why is None:
+        return text
+    kept = finished(text, capped)
+    removed.append(Removal(section, text, f"cut off ({why}): " + (f"kept as {kept!r}" if kept else "dropped")))
+    return kept
+
+
 def verify_narrative(
     narrative: Narrative,
     source: str,
@@ -253,8 +267,11 @@ def verify_narrative(
 
     # Goal: drop unsupported sentences; an empty or constraint-flipping goal becomes the user's words.
     # A sentence ends at . ! ? followed by whitespace (not inside `invoice.py`), or at 。！？.
-    sentences = [s for s in re.split(r"(?<=[.!?])\s+|(?<=[。！？])", narrative.goal) if s.strip()]
-    joiner = "" if re.search(r"[。！？]", narrative.goal) else " "
+    whole_goal = _whole("goal", narrative.goal, GOAL_MAX_CHARS, removed)
+    sentences = [s for s in re.split(r"(?<=[.!?])\s+|(?<=[。！？])", whole_goal) if s.strip()]
+    if whole_goal != narrative.goal and len(sentences) > 1:
+        sentences.pop()  # the cut-off sentence: the whole ones before it say the goal
+    joiner = "" if re.search(r"[。！？]", whole_goal) else " "
     kept = []
     for sentence in sentences:
         if not check("goal", sentence):
@@ -273,7 +290,11 @@ def verify_narrative(
 
     decisions = []
     for d in narrative.key_decisions:
-        text = f"{d['decision']} — {d['reason']}" if d.get("reason") else d["decision"]
+        d = {"decision": _whole("key_decisions", d["decision"], ITEM_MAX_CHARS, removed),
+             "reason": _whole("key_decisions", d.get("reason") or "", ITEM_MAX_CHARS, removed)}
+        if not d["decision"]:
+            continue
+        text = f"{d['decision']} — {d['reason']}" if d["reason"] else d["decision"]
         if not check("key_decisions", text):
             continue
         flipped = _flips_constraint(d["decision"], constraints)
@@ -285,7 +306,11 @@ def verify_narrative(
     steps = []
     for s in narrative.next_steps:
         # A step copied from the facts carries their evidence suffix: keep only the step.
+        raw = s
         s = re.split(r"\s+— (?:evidence|证据)\s*:", s)[0].strip()
+        s = _whole("next_steps", s, ITEM_MAX_CHARS, removed, capped=len(raw) >= ITEM_MAX_CHARS and s == raw.strip())
+        if not s:
+            continue
         finished = _restates_done(s, done)
         if finished:
             removed.append(Removal("next_steps", s, f"the evidence shows it done: {finished}"))
