@@ -139,3 +139,38 @@ def test_items_the_schema_cut_off_are_trimmed_to_whole_words_or_dropped():
     cut = [r for r in removed if r.reason.startswith("cut off")]
     assert {r.text for r in cut} >= {reason[:ITEM_MAX_CHARS], "Patch `src/billing/invo", step[:ITEM_MAX_CHARS],
                                       "Ask (whether the"}
+
+
+def test_a_step_that_only_reads_a_file_the_ledger_lists_as_read_is_removed():
+    """Issue 23: "read `src/api/orders.ts`" as the next step of a summary that lists it as read."""
+    done = DoneEvidence([], [], [], read_files=["/w/src/api/orders.ts"])
+    src = SOURCE + " src/api/orders.ts src/api/cart.ts orders.ts fix the totals in to see how totals are computed"
+    n = Narrative(goal="Fix the rounding bug.", next_steps=[
+        "Read `src/api/orders.ts`",
+        "Open orders.ts to see how totals are computed",
+        "Read `src/api/orders.ts` and fix the totals in src/billing/invoice.py",  # does more than read
+        "Read `src/api/cart.ts`",  # not read yet
+    ])
+    out, removed = verify_narrative(n, src, done=done, constraints=[], fallback_goal="g")
+    assert out.next_steps == ["Read `src/api/orders.ts` and fix the totals in src/billing/invoice.py",
+                              "Read `src/api/cart.ts`"]
+    assert [r.reason for r in removed] == ["the evidence shows it done: src/api/orders.ts read already",
+                                           "the evidence shows it done: orders.ts read already"]
+
+
+def test_a_run_step_naming_the_last_part_of_a_passed_chain_is_removed():
+    done = DoneEvidence([], [], ["cd /w && pytest tests/test_invoice.py"])
+    n = Narrative(goal="Fix the rounding bug.", next_steps=["Run `pytest tests/test_invoice.py`", "Run `pytest`"])
+    out, removed = verify_narrative(n, SOURCE + " `pytest`", done=done, constraints=[], fallback_goal="g")
+    assert out.next_steps == ["Run `pytest`"]  # a wider run than the one that passed
+    assert "already passed" in removed[0].reason
+
+
+def test_an_edit_step_is_done_by_a_later_change_only_when_it_was_carried():
+    done = DoneEvidence([], [], [], changed_since=["src/billing/invoice.py"])
+    n = Narrative(goal="Fix the rounding bug.", next_steps=["Fix the rounding in src/billing/invoice.py"])
+    fresh, _ = verify_narrative(n, SOURCE, done=done, constraints=[], fallback_goal="g")
+    assert fresh.next_steps == n.next_steps  # the model wrote it knowing the edit: more may be needed
+    copied, removed = verify_narrative(n, SOURCE, done=done, constraints=[], fallback_goal="g",
+                                       carried=n.next_steps)
+    assert copied.next_steps == [] and "changed after this step was written" in removed[0].reason

@@ -148,6 +148,14 @@ EDIT_VERB = re.compile(r"\b(?:edit|modify|change|update|fix|patch|apply|implemen
 RUN_VERB = re.compile(r"\b(?:run|re-?run|execute|test|verify|check)\w*\b|运行|执行|测试|验证", re.I)
 
 
+# A step that only reads: its clauses start with a reading verb or name only files ("Read
+# `a.ts` and `b.ts` to see how totals are computed"); "Read `a.ts` and fix it" is not one.
+READ_VERB = re.compile(r"^(?:re-?read|read|open|look\s+(?:at|into|over|through)|inspect|review|examine|view|study"
+                       r"|skim|go\s+(?:through|over))\b|^(?:读取|阅读|查看|打开|読む|確認)", re.I)
+STEP_CLAUSE_SPLIT = re.compile(r"\s*(?:[,;，；、]|\band\b|\bthen\b|然后|并且?)\s*", re.I)
+COMMAND_JOIN = re.compile(r"\s*(?:&&|;|\|\|)\s*")  # `cd x && pytest`: its last part is the command run
+
+
 CREATE_VERB = re.compile(r"\b(?:create|add|write|make)\b[^.;\n]{0,30}?\b(?:file|script)\b|\bcreate\b"
                          r"|新建|创建|作成", re.I)
 
@@ -160,12 +168,17 @@ class DoneEvidence:
     verified_files: list[str]  # changed, then a verification passed, nothing pending
     passed_commands: list[str]  # passed after the last edit, nothing changed since
     created_files: list[str] = field(default_factory=list)  # created at some point (even if deleted since)
+    read_files: list[str] = field(default_factory=list)  # read and never changed: reading them again is done
+    # Changed since the previous checkpoint: a step carried from it that edits one was written before the edit.
+    changed_since: list[str] = field(default_factory=list)
 
 
-def done_evidence(ledger: Ledger, state: WorkState) -> DoneEvidence:
-    """Finished work as the evidence shows it. A file the session created, and a command that
-    passed after the last change, are done whatever else is pending; an edit the model proposes
-    counts as a repeat only when nothing is pending."""
+def done_evidence(ledger: Ledger, state: WorkState, changed_since: list[str] | None = None) -> DoneEvidence:
+    """Finished work as the evidence shows it. A file the session created, a file it read (and
+    never changed), and a command that passed after the last change, are done whatever else is
+    pending; an edit the model proposes counts as a repeat only when nothing is pending.
+    `changed_since`: the files changed since the previous checkpoint (for its carried steps),
+    counted only while no error is open (a failing run says the edit may not be the whole fix)."""
     items = [f"{i.text} {' '.join(i.evidence)}" for i in state.done]
     created = [f.path for f in ledger.files if "created" in f.actions]
     # A removed scratch file is cleanup, not a change the runs must come after.
@@ -173,7 +186,9 @@ def done_evidence(ledger: Ledger, state: WorkState) -> DoneEvidence:
     last_change = max((f.last_seq for f in changed), default=0)
     passed = [c.command for c in ledger.commands if c.status == "ok" and c.last_seq > last_change]
     settled = state.last_green is not None and not state.changed_since_green and not state.in_progress
-    return DoneEvidence(items, [f.path for f in changed] if settled else [], passed, created)
+    read = [f.path for f in ledger.files if "read" in f.actions and not f.changed]
+    edited = list(changed_since or []) if not ledger.unresolved_errors() else []
+    return DoneEvidence(items, [f.path for f in changed] if settled else [], passed, created, read, edited)
 
 
 def _names(path: str, step: str) -> bool:
@@ -181,7 +196,37 @@ def _names(path: str, step: str) -> bool:
     return path in step or bool(re.search(rf"(?<![\w/.-]){re.escape(name)}(?![\w-])", step))
 
 
-def _restates_done(step: str, done: DoneEvidence) -> str | None:
+def _same_file(ledger_path: str, named: str) -> bool:
+    """A path the step names is the ledger's file: the same, or one ends the other (`orders.ts`)."""
+    return ledger_path == named or ledger_path.endswith("/" + named) or named.endswith("/" + ledger_path)
+
+
+def _only_reads(step: str, done: DoneEvidence) -> str | None:
+    """A step that only reads files the ledger lists as read (and never changed)."""
+    named = [m.group(0) for m in PATH.finditer(step)]
+    if not named:
+        return None
+    for clause in STEP_CLAUSE_SPLIT.split(step):
+        bare = PATH.sub("", clause).strip(" `'\".:")
+        if bare and not READ_VERB.match(clause.strip(" `'\"")) and _words(bare):
+            return None  # a clause that does something else
+    if not all(any(_same_file(r, p) for r in done.read_files) for p in named):
+        return None
+    return f"{', '.join(named)} read already"
+
+
+def _ran(step: str, cmd: str) -> bool:
+    """The step names this command: whole, or as the last part of a chain (`cd x && pytest -q`)."""
+    if cmd in step:
+        return True
+    spans = [" ".join(m.group(1).split()) for m in re.finditer(r"`([^`]+)`", step)]
+    parts = [" ".join(p.split()) for p in COMMAND_JOIN.split(cmd)]
+    return any(s and s == parts[-1] for s in spans)
+
+
+def _restates_done(step: str, done: DoneEvidence, carried: bool = False) -> str | None:
+    """Why the evidence shows `step` done, or None. `carried`: the step comes from the previous
+    checkpoint, so an edit it asks for of a file changed since then was made after it was written."""
     item = _matches_done(step, done.items)
     if item:
         return item
@@ -191,14 +236,30 @@ def _restates_done(step: str, done: DoneEvidence) -> str | None:
                 return f"{path} was created already"
     if RUN_VERB.search(step):
         for cmd in done.passed_commands:
-            if cmd in step or any(_names(w, step) for w in cmd.split() if re.search(r"\w\.\w+$", w)):
+            if _ran(step, cmd) or any(_names(w, step) for w in cmd.split() if re.search(r"\w\.\w+$", w)):
                 return f"`{cmd}` already passed after the last edit"
     if EDIT_VERB.search(step):
         for path in done.verified_files:
-            name = path.rsplit("/", 1)[-1]
-            if path in step or re.search(rf"(?<![\w/.-]){re.escape(name)}(?![\w-])", step):
+            if _names(path, step):
                 return f"{path} was changed and the change verified"
-    return None
+        for path in done.changed_since if carried else []:
+            if _names(path, step) and not RUN_VERB.search(step):
+                return f"{path} was changed after this step was written"
+    return _only_reads(step, done)
+
+
+def open_steps(steps: list[str], done: DoneEvidence, *, carried: bool = False) -> tuple[list[str], list[Removal]]:
+    """The steps the evidence does not show done, and a Removal for each one it does."""
+    kept: list[str] = []
+    removed: list[Removal] = []
+    for step in steps:
+        finished_by = _restates_done(step, done, carried)
+        if finished_by:
+            removed.append(Removal("next_steps", step, ("carried from the previous checkpoint; " if carried else "")
+                                   + f"the evidence shows it done: {finished_by}"))
+        else:
+            kept.append(step)
+    return kept, removed
 
 
 CLAUSE_SPLIT = re.compile(r"(?<=[.!?;,])\s+|(?<=[。！？；，])|\n+")  # not inside `Invoice.total()`
@@ -247,7 +308,12 @@ def verify_narrative(
     done: DoneEvidence,
     constraints: list[str],
     fallback_goal: str,
+    carried: list[str] | None = None,
 ) -> tuple[Narrative, list[Removal]]:
+    """The narrative without what fails (see the module docstring), and what went and why.
+    `carried`: the previous checkpoint's next steps: one the model repeats word for word is
+    checked as a carried step (an edit it asks for may have happened since)."""
+    carried = carried or []
     removed: list[Removal] = []
     norm = _normalize(source)
     trusted = trusted_text(source)
@@ -311,9 +377,9 @@ def verify_narrative(
         s = _whole("next_steps", s, ITEM_MAX_CHARS, removed, capped=len(raw) >= ITEM_MAX_CHARS and s == raw.strip())
         if not s:
             continue
-        finished = _restates_done(s, done)
-        if finished:
-            removed.append(Removal("next_steps", s, f"the evidence shows it done: {finished}"))
+        open_now, done_now = open_steps([s], done, carried=s in carried)
+        removed += done_now
+        if not open_now:
             continue
         if check("next_steps", s) and s not in steps:
             steps.append(s)
