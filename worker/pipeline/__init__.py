@@ -43,7 +43,7 @@ from .summarize import (
     summarize_narrative,
 )
 from .tail import TAIL_TURNS, TailSelection, preserve_recent_budget, select_tail
-from .verify import done_evidence, verify_narrative
+from .verify import done_evidence, open_steps, verify_narrative
 
 FALLBACK_GOAL_MAX_CHARS = 600  # the user's words as the goal: a request, not a pasted log
 MIN_FREE_SHARE = 0.10  # a compaction that frees less than this share of usable would loop
@@ -138,6 +138,7 @@ class _Facts:
     state: WorkState
     lang: str
     sections: dict[str, Section]
+    changed_since: list[str] = field(default_factory=list)  # files created or modified since the boundary
 
 
 @dataclass
@@ -198,7 +199,8 @@ def _facts(session: Session, previous: Checkpoint | None) -> _Facts:
         "Critical Context": facts["Critical Context"],
         "Relevant Files": facts["Relevant Files"],
     }
-    return _Facts(since_boundary, ledger, state, lang, sections)
+    changed = [path for a in actions for path, what in a.files if what in ("created", "modified")]
+    return _Facts(since_boundary, ledger, state, lang, sections, list(dict.fromkeys(changed)))
 
 
 def _guard(before: int, split: _Split, facts: _Facts, counter: TokenCounter, budget: Budget,
@@ -236,6 +238,7 @@ def _narrate(session: Session, backend: Backend, config: CompactionConfig, previ
                   or [m.user_text for m in facts.since_boundary if m.starts_turn])
     first_request = (user_texts[-1] if user_texts else "") if previous is not None else (user_texts[0] if user_texts else "")
     fallback_goal = cut_end(prev_narr.goal if prev_narr and prev_narr.goal else first_request, FALLBACK_GOAL_MAX_CHARS)
+    done = done_evidence(facts.ledger, facts.state, facts.changed_since)
     if config.use_model and head:
         window = config.summarizer_window or backend.info().context_size or 8192
         say(f"summarizing {len(head)} messages with the model")
@@ -251,9 +254,9 @@ def _narrate(session: Session, backend: Backend, config: CompactionConfig, previ
             fallback = "; ".join(result.problems) + ": deterministic checkpoint used"
         else:
             narrative, removals = verify_narrative(
-                result.narrative, result.model_input, done=done_evidence(facts.ledger, facts.state),
+                result.narrative, result.model_input, done=done,
                 constraints=[u.text for u in facts.ledger.user_instructions],
-                fallback_goal=fallback_goal,
+                fallback_goal=fallback_goal, carried=prev_narr.next_steps if prev_narr is not None else None,
             )
             removed = [r.to_dict() for r in removals]
     elif not config.use_model:
@@ -262,9 +265,12 @@ def _narrate(session: Session, backend: Backend, config: CompactionConfig, previ
         )
     if not narrative.goal:
         narrative.goal = fallback_goal
-    if prev_narr is not None and not result:
-        # No model call (a swap): the previous narrative is carried whole, decisions included.
-        narrative.next_steps = narrative.next_steps or prev_narr.next_steps
+    if prev_narr is not None and (not result or fallback):
+        # No model narrative (a swap, an instant checkpoint): the previous narrative is carried,
+        # decisions whole, next steps less those the evidence since shows done.
+        carried, dropped = open_steps(prev_narr.next_steps, done, carried=True)
+        removed += [r.to_dict() for r in dropped]
+        narrative.next_steps = narrative.next_steps or carried
         narrative.key_decisions = narrative.key_decisions or prev_narr.key_decisions
     if fallback:
         # No model narrative: the agent's own summary is carried rather than dropped (a newer one
