@@ -6,6 +6,7 @@ here (logic only); tests/integrations/ run the real agents against the real mode
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from worker.agents import recognize
 from worker.agents.blob import parse_conversation, parse_pi_calls
 from worker.config import Settings
 from worker.http.app import create_app
+from worker.pipeline.summarize import strip_message_ids
 from worker.service.store import Store
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures/agents"
@@ -127,6 +129,20 @@ def test_an_agent_compaction_job_has_one_kind_whatever_the_door(client):
     metrics = client.get("/metrics").text
     assert 'compactd_jobs_total{kind="agent_compaction",status="done"} 1.0' in metrics
     assert 'kind="agent_compact"' not in metrics and "JobKind" not in metrics
+
+
+@pytest.mark.parametrize("name", ["opencode-compaction-request", "pi-compaction-request"])
+def test_the_users_words_are_the_users_and_no_message_id_is_cited(client, name):
+    """Neither agent can look compactd's ids up (issue 23): a constraint is "User:", not `m00000:`."""
+    text, _ = stream(client, captured(name)["body"])
+    assert "- User:" in text and not re.search(r"\bm\d{5}\b", text)
+
+
+def test_ids_before_a_note_go_and_the_note_stays():
+    ids = {"m00012", "m00015"}
+    assert strip_message_ids("`E1` (m00012, m00015, 3 attempts)", ids) == "`E1` (3 attempts)"
+    assert strip_message_ids("done (m00012); `Invoice.total()` (see m00012)", ids) == (
+        "done; `Invoice.total()` (see m00012)")
 
 
 def test_second_compaction_of_a_session_updates_the_first(client):

@@ -31,6 +31,7 @@ from .checkpoint import (
     ledger_sections,
     progress_section,
     render_summary,
+    user_labelled,
 )
 from .prune import PRUNE_MINIMUM, PRUNE_PROTECT, PruneResult, prune_tool_outputs
 from .summarize import (
@@ -80,6 +81,9 @@ class CompactionConfig:
     verbatim_tail: bool = True
     reference_prefix: bool = True
     loop_guard: bool = True
+    # False: the reader cannot look compactd's message ids up (pi's extension gets the summary
+    # text itself): the user's words are labelled as the user's and no message id is shown.
+    cite_ids: bool = True
 
     def budget(self) -> Budget:
         return make_budget(self.context_limit, self.max_output_tokens, self.reserved)
@@ -245,7 +249,8 @@ def _narrate(session: Session, backend: Backend, config: CompactionConfig, previ
         ids = id_forms([m.id for m in session.messages])
         result = summarize_narrative(
             backend, head,
-            facts=strip_message_ids(render_summary(facts.sections, facts.lang, reference_prefix=False), ids),
+            facts=strip_message_ids(render_summary(user_labelled(facts.sections, ids, fact_labels(facts.lang)["user"] + ":"),
+                                                   facts.lang, reference_prefix=False), ids),
             previous=previous_for_model, lang=facts.lang,
             window=window, max_new_tokens=config.max_new_tokens, priority=config.priority,
             cache_key=session.id if config.prefix_cache else None,
@@ -348,6 +353,12 @@ def compact(
     sections, summary_text, summary_tokens = fit_sections(
         {**facts.sections, **_narrative_sections(story.narrative, facts.lang)}, facts.lang, summary_limit, counter.text,
         session.id, reference_prefix=config.reference_prefix)
+    if not config.cite_ids:
+        # The record keeps its ids (the page links facts to messages); the agent's text has none.
+        ids = id_forms([m.id for m in session.messages])
+        plain = user_labelled(sections, ids, fact_labels(facts.lang)["user"] + ":")
+        summary_text = strip_message_ids(render_summary(plain, facts.lang, reference_prefix=config.reference_prefix), ids)
+        summary_tokens = counter.text(summary_text)
     checkpoint_messages = ([m.to_chat() for m in split.system_msgs] + [{"role": "user", "content": summary_text}]
                            + [m.to_chat() for m in split.tail_msgs if not m.compacted])
     after = counter.messages(checkpoint_messages)

@@ -86,8 +86,8 @@ CONVERSATION_OPEN, CONVERSATION_CLOSE = "<conversation>", "</conversation>"
 PREVIOUS_OPEN, PREVIOUS_CLOSE = "<previous-summary>", "</previous-summary>"
 TOOL_RESULT_LINE = re.compile(rf"^{re.escape(TOOL_RESULT_TAG)}[^\]]*\].*$", re.M)
 FACTS_BLOCK = re.compile(rf"^{re.escape(FACTS_OPEN)}$.*?^{re.escape(FACTS_CLOSE)}$", re.M | re.S)
-# '(m00012, m00015)': evidence pointers in the facts.
-ID_LIST_RE = re.compile(r" ?\(([^()\s,]+(?:, [^()\s,]+)*)\)")
+# '(m00012, m00015)', '(m00012, 3 attempts)': evidence pointers in the facts, alone or before a note.
+ID_LIST_RE = re.compile(r"( ?)\(([^()\n]+)\)")
 
 LANGUAGE_NAMES = {"en": "English", "zh": "Simplified Chinese (简体中文)", "ja": "Japanese (日本語)"}
 
@@ -318,9 +318,17 @@ def untrusted_text(model_input: str) -> str:
 
 
 def strip_message_ids(text: str, ids: set[str]) -> str:
-    """Drop '(m00012, m00015)' evidence pointers: useful to the agent, noise to the model,
-    which otherwise copies them into its own sentences."""
-    return ID_LIST_RE.sub(lambda m: "" if all(x in ids for x in m.group(1).split(", ")) else m.group(0), text)
+    """Drop '(m00012, m00015)' evidence pointers (and the ids before a note: '(m00012, 3
+    attempts)' becomes '(3 attempts)'): noise to the model, which otherwise copies them into its
+    own sentences, and to a reader who cannot look them up."""
+    def strip(m: re.Match[str]) -> str:
+        items = m.group(2).split(", ")
+        kept = [x for x in items if x not in ids]
+        if len(kept) == len(items):
+            return m.group(0)
+        return f"{m.group(1)}({', '.join(kept)})" if kept else ""
+
+    return ID_LIST_RE.sub(strip, text)
 
 
 def previous_text(narrative: Narrative | None, summary_text: str | None) -> str | None:

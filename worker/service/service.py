@@ -334,8 +334,10 @@ class CompactdService(Refinements):
         version, committed = self.committed(session_id)
         st = self.state(session_id)
         ids = {m.id for m in session.messages}
-        # keep_tail False: the agent keeps its own tail (pi); no tail, no prefix, its trigger is the guard.
-        agent_tail = {"verbatim_tail": keep_tail, "reference_prefix": keep_tail, "loop_guard": keep_tail}
+        # keep_tail False: the agent keeps its own tail (pi); no tail, no prefix, its trigger is the
+        # guard, and the summary cites no message id (the agent's model cannot look one up).
+        agent_tail = {"verbatim_tail": keep_tail, "reference_prefix": keep_tail, "loop_guard": keep_tail,
+                      "cite_ids": keep_tail}
         rolling = st.rolling if (st.rolling is not None and st.rolling_base == version
                                  and st.rolling.boundary_message_id in ids) else None
         if rolling is not None:
