@@ -6,6 +6,7 @@ here (logic only); tests/integrations/ run the real agents against the real mode
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from worker.agents import recognize
 from worker.agents.blob import parse_conversation, parse_pi_calls
 from worker.config import Settings
 from worker.http.app import create_app
+from worker.pipeline.summarize import strip_message_ids
 from worker.service.store import Store
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures/agents"
@@ -118,6 +120,29 @@ def test_reply_is_the_agents_template_streamed_as_openai_does(client, name, expe
     assert [e["choices"][0]["finish_reason"] for e in events[:-1]] == [None, None, "stop"]
     assert events[-1]["choices"] == [] and events[-1]["usage"]["completion_tokens"] > 0
     assert "[CONTEXT COMPACTION" not in text
+
+
+def test_an_agent_compaction_job_has_one_kind_whatever_the_door(client):
+    """opencode's door (chat completions) counts the job under the kind Codex's door
+    (/v1/responses, tests/integrations) uses: `agent_compaction`, the JobKind's value."""
+    stream(client, captured("opencode-compaction-request")["body"], {"x-session-id": "ses_kind"})
+    metrics = client.get("/metrics").text
+    assert 'compactd_jobs_total{kind="agent_compaction",status="done"} 1.0' in metrics
+    assert 'kind="agent_compact"' not in metrics and "JobKind" not in metrics
+
+
+@pytest.mark.parametrize("name", ["opencode-compaction-request", "pi-compaction-request"])
+def test_the_users_words_are_the_users_and_no_message_id_is_cited(client, name):
+    """Neither agent can look compactd's ids up (issue 23): a constraint is "User:", not `m00000:`."""
+    text, _ = stream(client, captured(name)["body"])
+    assert "- User:" in text and not re.search(r"\bm\d{5}\b", text)
+
+
+def test_ids_before_a_note_go_and_the_note_stays():
+    ids = {"m00012", "m00015"}
+    assert strip_message_ids("`E1` (m00012, m00015, 3 attempts)", ids) == "`E1` (3 attempts)"
+    assert strip_message_ids("done (m00012); `Invoice.total()` (see m00012)", ids) == (
+        "done; `Invoice.total()` (see m00012)")
 
 
 def test_second_compaction_of_a_session_updates_the_first(client):

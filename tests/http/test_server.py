@@ -104,6 +104,27 @@ def test_without_a_rolling_summary_the_compaction_calls_the_model_in_the_foregro
     assert "nothing to compact" in err["message"] or "free only" in err["message"]
 
 
+def test_a_summary_for_an_agent_keeping_its_own_tail_cites_no_message_id(make_client):
+    """pi's extension (tail=false) hands compactd's summary text to pi's model, which cannot look
+    compactd's message ids up (issue 23): the user's words are labelled "User:" and no id is cited;
+    the stored record keeps them (the page links facts to their messages)."""
+    client, _backend, app = make_client(rolling=False)
+    session = work_session(turns=6, words=40)
+    append(client, "pi-x", session)
+    r = client.post("/v1/sessions/pi-x/compact", params={"tail": "false", "wait": "model"})
+    assert r.status_code == 200, r.text
+    text = r.json()["checkpoint"]["summary_text"]
+    constraints = text.split("## Constraints & Preferences\n")[1].split("\n## ")[0]
+    assert "- User:" in constraints and "keep the public API unchanged" in constraints
+    service = app.state.service
+    ids = [m.id for m in service.store.get_session("pi-x").messages]
+    assert len(ids) >= 6 and not [i for i in ids if re.search(rf"(?<![\w-]){re.escape(i)}(?![\w-])", text)]
+    _version, stored = service.committed("pi-x")
+    assert stored.summary_text == text
+    assert re.search(r"^- [\w-]+:$", stored.sections["Constraints & Preferences"], re.M)
+    assert "- User:" not in stored.sections["Constraints & Preferences"]
+
+
 # -- counts -----------------------------------------------------------------------------
 
 

@@ -21,6 +21,7 @@ from worker.agents.claude_code import CHECKPOINT_HEADER, MAX_OUTPUT_BYTES, PRECO
 from worker.facts.ledger import extract_ledger
 from worker.formats import claude_code
 from worker.http.responses import COMPACT_PROMPT_START, is_compaction, session_from_input
+from worker.session import id_forms
 
 REPO = Path(__file__).resolve().parents[2]
 CODEX_REQUEST = json.loads((REPO / "tests/fixtures/agents/codex-compaction-request.json").read_text())
@@ -53,6 +54,20 @@ def test_session_start_adds_the_checkpoint_only_after_a_compaction():
     assert context.startswith(CHECKPOINT_HEADER) and f"`{CC_ERROR}`" in context
     assert len(context.encode()) <= MAX_OUTPUT_BYTES
     assert run_hook(hook_input("SessionStart", CC_TRANSCRIPT, source="startup")) == ""
+
+
+@pytest.mark.parametrize("event, extra", [("PreCompact", {"trigger": "manual"}), ("SessionStart", {"source": "compact"})])
+def test_the_hook_labels_the_users_words_as_the_users_and_cites_no_record_id(event, extra):
+    """Claude Code cannot look a transcript record id up (issue 23: `c1796151200189-0:` before the
+    user's constraint): the user's words are "User:", and no id is cited anywhere."""
+    out = run_hook(hook_input(event, CC_TRANSCRIPT, **extra))
+    text = out if event == "PreCompact" else json.loads(out)["hookSpecificOutput"]["additionalContext"]
+    constraints = text.split("## Constraints & Preferences\n")[1].split("\n## ")[0]
+    labels = [line for line in constraints.splitlines() if line.startswith("- ")]
+    assert labels and set(labels) <= {"- User:"} | {x for x in labels if "more not shown" in x or "omitted" in x}
+    session = claude_code.load(CC_TRANSCRIPT)
+    cited = id_forms([m.id for m in session.messages])
+    assert not [x for x in cited if x in text]
 
 
 @pytest.mark.parametrize("stdin, message", [
@@ -93,7 +108,10 @@ def test_responses_compaction_stream_and_forwarding():
         forwarded = httpx.post(cd.url + "/v1/responses", json=plain, timeout=60,
                                headers={"authorization": "Bearer secret-for-upstream", "x-custom": "kept"})
         logged = stub.log
+        metrics = httpx.get(cd.url + "/metrics", timeout=30).text
     backend.close()
+    # The same job kind as opencode's and pi's door (tests/agents): one name in the metrics.
+    assert 'compactd_jobs_total{kind="agent_compaction",status="done"} 1.0' in metrics
     events = sse_events(answer.text)
     kinds = [e["type"] for e in events]
     assert kinds[:2] == ["response.created", "response.in_progress"]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from worker.pipeline.summarize import Narrative, detect_language
+from worker.facts.text import code_spans
+from worker.pipeline.summarize import GOAL_MAX_CHARS, ITEM_MAX_CHARS, Narrative, detect_language
 from worker.pipeline.verify import DoneEvidence, claims, unsupported_claims, verify_narrative
 
 SOURCE = (
@@ -110,3 +111,66 @@ def test_language_detection():
     assert detect_language(SessionBuilder().user("请帮我修复这个错误：ModuleNotFoundError").build().messages) == "zh"
     assert detect_language(SessionBuilder().user("このエラーを直してください：ModuleNotFoundError").build().messages) == "ja"
     assert detect_language(SessionBuilder().user("Please fix ModuleNotFoundError").build().messages) == "en"
+
+
+def test_items_the_schema_cut_off_are_trimmed_to_whole_words_or_dropped():
+    """The schema's maxLength stops a string mid-word, inside a backtick span (issue 23): no stump
+    reaches the checkpoint, and each trim is recorded."""
+    src = SOURCE + "\n[assistant] round() rounds half to even, so 58.475 becomes 58.47 instead of 58.48 in every invoice"
+    reason = ("round() rounds half to even, so 58.475 becomes 58.47 instead of 58.48 in every invoice, "
+              "which is why quantize_cents() is called from `src/billing/invoi")
+    step = "Run `pytest tests/test_invoice.py` and then check that quantize_cents() is used by every caller of `Invoice.to"
+    goal = ("Fix the rounding bug in src/billing/invoice.py. " * 7)[:GOAL_MAX_CHARS]
+    n = Narrative(goal=goal,
+                  key_decisions=[{"decision": "Use quantize_cents()", "reason": reason[:ITEM_MAX_CHARS]},
+                                 {"decision": "Patch `src/billing/invo", "reason": "tax"}],
+                  next_steps=[step[:ITEM_MAX_CHARS], "Run the tes", "Ask (whether the"])
+    src += " Ask whether and then check that is used by every caller of"
+    out, removed = verify_narrative(n, src, done=NOTHING_DONE, constraints=[], fallback_goal="g")
+    items = [out.goal, *out.next_steps, *(x for d in out.key_decisions for x in d.values())]
+    for text in items:
+        assert not code_spans(text)[1] and text.count("(") == text.count(")"), text
+    assert out.goal.endswith("src/billing/invoice.py.") and "Fix the rounding bug in src/billing/invoice.py." in out.goal
+    assert out.key_decisions == [{"decision": "Use quantize_cents()", "reason": (
+        "round() rounds half to even, so 58.475 becomes 58.47 instead of 58.48 in every invoice, "
+        "which is why quantize_cents() is called…")}]
+    assert out.next_steps == ["Run `pytest tests/test_invoice.py` and then check that quantize_cents() is used by "
+                              "every caller…", "Run the tes"]  # short: under the cap, its last word is a word
+    cut = [r for r in removed if r.reason.startswith("cut off")]
+    assert {r.text for r in cut} >= {reason[:ITEM_MAX_CHARS], "Patch `src/billing/invo", step[:ITEM_MAX_CHARS],
+                                      "Ask (whether the"}
+
+
+def test_a_step_that_only_reads_a_file_the_ledger_lists_as_read_is_removed():
+    """Issue 23: "read `src/api/orders.ts`" as the next step of a summary that lists it as read."""
+    done = DoneEvidence([], [], [], read_files=["/w/src/api/orders.ts"])
+    src = SOURCE + " src/api/orders.ts src/api/cart.ts orders.ts fix the totals in to see how totals are computed"
+    n = Narrative(goal="Fix the rounding bug.", next_steps=[
+        "Read `src/api/orders.ts`",
+        "Open orders.ts to see how totals are computed",
+        "Read `src/api/orders.ts` and fix the totals in src/billing/invoice.py",  # does more than read
+        "Read `src/api/cart.ts`",  # not read yet
+    ])
+    out, removed = verify_narrative(n, src, done=done, constraints=[], fallback_goal="g")
+    assert out.next_steps == ["Read `src/api/orders.ts` and fix the totals in src/billing/invoice.py",
+                              "Read `src/api/cart.ts`"]
+    assert [r.reason for r in removed] == ["the evidence shows it done: src/api/orders.ts read already",
+                                           "the evidence shows it done: orders.ts read already"]
+
+
+def test_a_run_step_naming_the_last_part_of_a_passed_chain_is_removed():
+    done = DoneEvidence([], [], ["cd /w && pytest tests/test_invoice.py"])
+    n = Narrative(goal="Fix the rounding bug.", next_steps=["Run `pytest tests/test_invoice.py`", "Run `pytest`"])
+    out, removed = verify_narrative(n, SOURCE + " `pytest`", done=done, constraints=[], fallback_goal="g")
+    assert out.next_steps == ["Run `pytest`"]  # a wider run than the one that passed
+    assert "already passed" in removed[0].reason
+
+
+def test_an_edit_step_is_done_by_a_later_change_only_when_it_was_carried():
+    done = DoneEvidence([], [], [], changed_since=["src/billing/invoice.py"])
+    n = Narrative(goal="Fix the rounding bug.", next_steps=["Fix the rounding in src/billing/invoice.py"])
+    fresh, _ = verify_narrative(n, SOURCE, done=done, constraints=[], fallback_goal="g")
+    assert fresh.next_steps == n.next_steps  # the model wrote it knowing the edit: more may be needed
+    copied, removed = verify_narrative(n, SOURCE, done=done, constraints=[], fallback_goal="g",
+                                       carried=n.next_steps)
+    assert copied.next_steps == [] and "changed after this step was written" in removed[0].reason

@@ -11,7 +11,7 @@ import pytest
 from backends.base import collect
 from backends.engine_thread import BACKGROUND, FOREGROUND
 from tests.fakes import ScriptedBackend, wait_until
-from worker.service.records import JobStatus
+from worker.service.records import PERSISTED_KINDS, JobKind, JobStatus
 from worker.service.scheduler import (
     BACKGROUND_LANE,
     FOREGROUND_LANE,
@@ -101,6 +101,25 @@ def test_full_lane_raises_overloaded_with_retry_after(backend):
     assert exc.lane == FOREGROUND_LANE and exc.retry_after >= 1
     assert "queue is full" in str(exc)
     assert all(j.status == JobStatus.DONE for j in jobs)
+
+
+def test_job_kinds_are_one_enum_whose_values_are_the_stored_strings():
+    async def scenario():
+        s = Scheduler(runners={FOREGROUND_LANE: 1, BACKGROUND_LANE: 1})
+        await s.start()
+        plain = s.submit("chat", lambda job: "ok")  # the plain value is the kind
+        typed = s.submit(JobKind.AGENT_COMPACTION, lambda job: "ok")
+        with pytest.raises(ValueError):
+            s.submit("agent_compact", lambda job: "ok")  # a second name for one job is refused
+        await asyncio.wait([plain.future, typed.future], timeout=20)
+        await s.stop()
+        return plain, typed
+
+    plain, typed = run_async(scenario())
+    assert plain.kind is JobKind.CHAT and plain.kind == "chat" and f"{plain.kind}" == "chat"
+    assert str(typed.kind) == "agent_compaction"
+    assert [k.value for k in JobKind] == ["compact", "rolling", "refine", "chat", "agent_compaction"]
+    assert {str(k) for k in PERSISTED_KINDS} == {"compact", "rolling", "refine"}
 
 
 def test_cancel_queued_job_never_runs_and_running_generation_stops_at_next_token(backend):

@@ -29,17 +29,20 @@ from typing import Any
 
 from ..facts.actions import scan_actions
 from ..facts.ledger import extract_ledger, user_requests
+from ..facts.text import cut_end
 from ..facts.workstate import derive_work_state
 from ..pipeline.checkpoint import (
     Section,
+    fact_labels,
     fit_sections,
     label,
     ledger_sections,
     none_label,
     progress_section,
+    user_labelled,
 )
-from ..pipeline.summarize import detect_language
-from ..session import Session, cited_ids
+from ..pipeline.summarize import detect_language, strip_message_ids
+from ..session import Session, cited_ids, id_forms
 
 # Claude Code caps what a hook injects into context at 10,000 characters (beyond it the text
 # is replaced by a file reference); a UTF-8 byte is at most one character, so bytes under this
@@ -107,7 +110,9 @@ def load_transcript(path: Path) -> Session:
 
 def fact_sections(session: Session) -> tuple[dict[str, Section], str]:
     """The deterministic sections over the whole raw transcript (what came before Claude Code's
-    earlier summaries included: its summary cuts the narrative, never the facts)."""
+    earlier summaries included: its summary cuts the narrative, never the facts). Claude Code has
+    no lookup of a transcript's record ids: the user's words are labelled as the user's, and
+    `_bounded` drops the ids from the text."""
     messages = session.messages
     cwd = session.meta.get("cwd") if isinstance(session.meta.get("cwd"), str) else None
     actions = scan_actions(messages, cwd=cwd)
@@ -117,8 +122,8 @@ def fact_sections(session: Session) -> tuple[dict[str, Section], str]:
     lang = detect_language(messages)
     requests = [m.user_text for _, m in user_requests(messages)] or [m.user_text for m in messages if m.starts_turn]
     sections = {**ledger_sections(ledger, lang, cite), "Progress": progress_section(state, lang, cite),
-                "Goal": Section(text=requests[0][:GOAL_MAX_CHARS] if requests else "")}
-    return sections, lang
+                "Goal": Section(text=cut_end(requests[0], GOAL_MAX_CHARS) if requests else "")}
+    return user_labelled(sections, id_forms([m.id for m in messages]), fact_labels(lang)["user"] + ":"), lang
 
 
 def _render(sections: dict[str, Section], lang: str, names: tuple[str, ...]) -> str:
@@ -130,12 +135,14 @@ def _render(sections: dict[str, Section], lang: str, names: tuple[str, ...]) -> 
     return "\n\n".join(parts) + "\n"
 
 
-def _bounded(header: str, sections: dict[str, Section], lang: str, names: tuple[str, ...], limit: int) -> str:
+def _bounded(header: str, sections: dict[str, Section], lang: str, names: tuple[str, ...], limit: int,
+             ids: set[str] | None = None) -> str:
     """Header + the named sections within `limit` UTF-8 bytes, fitted by importance like a
     checkpoint; past the fit's last resort, a cut at a line boundary (a goal can be long)."""
     room = limit - len(header.encode()) - 2
+    ids = ids or set()
     _, body, _ = fit_sections(sections, lang, room, lambda text: len(text.encode()),
-                              render=lambda secs: _render(secs, lang, names),
+                              render=lambda secs: strip_message_ids(_render(secs, lang, names), ids),
                               left_out=LEFT_OUT)
     text = f"{header}\n\n{body}"
     data = text.encode()
@@ -151,13 +158,13 @@ def precompact_instructions(session: Session, limit: int = MAX_OUTPUT_BYTES) -> 
     files = sections["Relevant Files"]
     sections["Relevant Files"] = replace(files, blocks=[replace(b, bullets=[replace(x, subs=[]) for x in b.bullets])
                                                         for b in files.blocks])
-    return _bounded(PRECOMPACT_HEADER, sections, lang, PRECOMPACT_SECTIONS, limit)
+    return _bounded(PRECOMPACT_HEADER, sections, lang, PRECOMPACT_SECTIONS, limit, id_forms([m.id for m in session.messages]))
 
 
 def session_start_output(session: Session, limit: int = MAX_OUTPUT_BYTES) -> dict[str, Any]:
     """What SessionStart prints: the checkpoint as additionalContext, in Claude Code's shape."""
     sections, lang = fact_sections(session)
-    context = _bounded(CHECKPOINT_HEADER, sections, lang, CHECKPOINT_SECTIONS, limit)
+    context = _bounded(CHECKPOINT_HEADER, sections, lang, CHECKPOINT_SECTIONS, limit, id_forms([m.id for m in session.messages]))
     return {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": context}}
 
 

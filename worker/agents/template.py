@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..pipeline.checkpoint import Block, Section, none_label, render_summary
+from ..pipeline.checkpoint import Block, Section, none_label, render_summary, user_labelled
 from ..pipeline.summarize import strip_message_ids
 
 # Progress's blocks, in the order progress_section builds them.
@@ -114,23 +114,11 @@ def _document(sections: list[tuple[str, str]]) -> str:
     return "\n\n".join(f"## {heading}\n{body}" for heading, body in sections) + "\n"
 
 
-def _without_ids(sections: dict[str, Section], ids: set[str]) -> dict[str, Section]:
-    """The constraints labelled as the user's words instead of by message id (the agent cannot
-    look compactd's ids up)."""
-    out = dict(sections)
-    constraints = sections.get("Constraints & Preferences")
-    if constraints is not None:
-        out["Constraints & Preferences"] = replace(constraints, blocks=[
-            replace(b, bullets=[replace(x, text=USER_SAID) if x.text.rstrip(":") in ids else x for x in b.bullets])
-            for b in constraints.blocks])
-    return out
-
-
 def render(sections: dict[str, Section], lang: str, agent: str, kind: str = "history",
            ids: set[str] | None = None) -> str:
     """The summary in `agent`'s template; `ids`: compactd's message ids, dropped from the text."""
     ids = ids or set()
-    sections = _without_ids(sections, ids)
+    sections = user_labelled(sections, ids, USER_SAID)
     if agent == "opencode":
         text = render_opencode(sections, lang)
     elif agent == "pi":

@@ -18,7 +18,7 @@ from typing import Any
 from ..session import Message
 from .actions import Action, reruns, scan_actions
 from .ledger import Ledger, answered_question, cut_paste, user_requests
-from .text import code, command_result, one_line
+from .text import code, command_result, cut_end, one_line
 
 MAX_DONE = 8  # the newest finished requests; older ones are history
 MAX_IN_PROGRESS = 5  # the last request plus a few unverified edits before it
@@ -70,7 +70,7 @@ class WorkState:
 
 def request_text(text: str) -> str:
     flat = " ".join(text.split())
-    return flat if len(flat) <= REQUEST_TEXT_MAX_CHARS else flat[: REQUEST_TEXT_MAX_CHARS - 1] + "…"
+    return cut_end(flat, REQUEST_TEXT_MAX_CHARS)
 
 
 def split_deferred(text: str) -> tuple[str, str]:

@@ -18,6 +18,7 @@ from typing import Any
 from fastapi import Request
 
 from ..agents import AgentCompaction, AgentCompactor, AgentRequest, received_session
+from ..service.records import JobKind
 from ..service.scheduler import FOREGROUND_LANE, Job, JobBackend
 from ..service.service import CompactdService
 from . import chat
@@ -46,7 +47,7 @@ def _submit(service: CompactdService, compactor: AgentCompactor, req: AgentReque
         return compactor.run(req, received, JobBackend(backend, job, service.scheduler), service.counter,
                              max_tokens, job.priority, use_model)
 
-    return service.scheduler.submit("agent_compact", run, lane=FOREGROUND_LANE, preemptible=False)
+    return service.scheduler.submit(JobKind.AGENT_COMPACTION, run, lane=FOREGROUND_LANE, preemptible=False)
 
 
 def _usage(service: CompactdService, messages: list[dict[str, Any]], text: str) -> dict[str, Any]:

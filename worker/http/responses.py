@@ -35,6 +35,7 @@ from starlette.background import BackgroundTask
 from ..agents.template import render
 from ..formats import codex
 from ..pipeline import CompactionConfig, CompactionResult, compact
+from ..service.records import JobKind
 from ..service.scheduler import FOREGROUND_LANE, Job, JobBackend
 from ..service.service import CompactdService
 from ..session import Session, id_forms
@@ -167,7 +168,7 @@ def submit_compaction(service: CompactdService, session: Session, use_model: boo
                                   use_model=use_model, verbatim_tail=False, reference_prefix=False, loop_guard=False)
         return compact(session, JobBackend(backend, job, service.scheduler), config, counter=service.counter)
 
-    return service.scheduler.submit("agent_compaction", run, lane=FOREGROUND_LANE, preemptible=False)
+    return service.scheduler.submit(JobKind.AGENT_COMPACTION, run, lane=FOREGROUND_LANE, preemptible=False)
 
 
 async def compaction_stream(request: Request, service: CompactdService, job: Job,

@@ -17,6 +17,7 @@ from backends.engine_thread import FOREGROUND
 
 from ..facts.actions import scan_actions
 from ..facts.ledger import Ledger, answered_question, extract_ledger, user_requests
+from ..facts.text import cut_end
 from ..facts.workstate import WorkState, derive_work_state
 from ..session import Message, Session, boundary_index, cited_ids, id_forms
 from ..tokens import Budget, TokenCounter, make_budget
@@ -30,6 +31,7 @@ from .checkpoint import (
     ledger_sections,
     progress_section,
     render_summary,
+    user_labelled,
 )
 from .prune import PRUNE_MINIMUM, PRUNE_PROTECT, PruneResult, prune_tool_outputs
 from .stats import (
@@ -52,8 +54,9 @@ from .summarize import (
     summarize_narrative,
 )
 from .tail import TAIL_TURNS, TailSelection, preserve_recent_budget, select_tail
-from .verify import done_evidence, verify_narrative
+from .verify import done_evidence, open_steps, verify_narrative
 
+FALLBACK_GOAL_MAX_CHARS = 600  # the user's words as the goal: a request, not a pasted log
 MIN_FREE_SHARE = 0.10  # a compaction that frees less than this share of usable would loop
 SUMMARY_MAX_TOKENS = 8_000  # the summary's own bound, whatever the window: keeps it from growing
 SUMMARY_SHARE = 0.35  # ... and at most this share of usable, so the tail and new turns fit
@@ -88,6 +91,9 @@ class CompactionConfig:
     verbatim_tail: bool = True
     reference_prefix: bool = True
     loop_guard: bool = True
+    # False: the reader cannot look compactd's message ids up (pi's extension gets the summary
+    # text itself): the user's words are labelled as the user's and no message id is shown.
+    cite_ids: bool = True
 
     def budget(self) -> Budget:
         return make_budget(self.context_limit, self.max_output_tokens, self.reserved)
@@ -146,6 +152,7 @@ class _Facts:
     state: WorkState
     lang: str
     sections: dict[str, Section]
+    changed_since: list[str] = field(default_factory=list)  # files created or modified since the boundary
 
 
 @dataclass
@@ -206,7 +213,8 @@ def _facts(session: Session, previous: Checkpoint | None) -> _Facts:
         "Critical Context": facts["Critical Context"],
         "Relevant Files": facts["Relevant Files"],
     }
-    return _Facts(since_boundary, ledger, state, lang, sections)
+    changed = [path for a in actions for path, what in a.files if what in ("created", "modified")]
+    return _Facts(since_boundary, ledger, state, lang, sections, list(dict.fromkeys(changed)))
 
 
 def _guard(before: int, split: _Split, facts: _Facts, counter: TokenCounter, budget: Budget,
@@ -243,14 +251,16 @@ def _narrate(session: Session, backend: Backend, config: CompactionConfig, previ
                    if not answered_question(facts.since_boundary, i)]
                   or [m.user_text for m in facts.since_boundary if m.starts_turn])
     first_request = (user_texts[-1] if user_texts else "") if previous is not None else (user_texts[0] if user_texts else "")
-    fallback_goal = (prev_narr.goal if prev_narr and prev_narr.goal else first_request)[:600]
+    fallback_goal = cut_end(prev_narr.goal if prev_narr and prev_narr.goal else first_request, FALLBACK_GOAL_MAX_CHARS)
+    done = done_evidence(facts.ledger, facts.state, facts.changed_since)
     if config.use_model and head:
         window = config.summarizer_window or backend.info().context_size or 8192
         say(f"summarizing {len(head)} messages with the model")
         ids = id_forms([m.id for m in session.messages])
         result = summarize_narrative(
             backend, head,
-            facts=strip_message_ids(render_summary(facts.sections, facts.lang, reference_prefix=False), ids),
+            facts=strip_message_ids(render_summary(user_labelled(facts.sections, ids, fact_labels(facts.lang)["user"] + ":"),
+                                                   facts.lang, reference_prefix=False), ids),
             previous=previous_for_model, lang=facts.lang,
             window=window, max_new_tokens=config.max_new_tokens, priority=config.priority,
             cache_key=session.id if config.prefix_cache else None,
@@ -259,9 +269,9 @@ def _narrate(session: Session, backend: Backend, config: CompactionConfig, previ
             fallback = "; ".join(result.problems) + ": deterministic checkpoint used"
         else:
             narrative, removals = verify_narrative(
-                result.narrative, result.model_input, done=done_evidence(facts.ledger, facts.state),
+                result.narrative, result.model_input, done=done,
                 constraints=[u.text for u in facts.ledger.user_instructions],
-                fallback_goal=fallback_goal,
+                fallback_goal=fallback_goal, carried=prev_narr.next_steps if prev_narr is not None else None,
             )
             removed = tuple(removals)
     elif not config.use_model:
@@ -270,9 +280,12 @@ def _narrate(session: Session, backend: Backend, config: CompactionConfig, previ
         )
     if not narrative.goal:
         narrative.goal = fallback_goal
-    if prev_narr is not None and not result:
-        # No model call (a swap): the previous narrative is carried whole, decisions included.
-        narrative.next_steps = narrative.next_steps or prev_narr.next_steps
+    if prev_narr is not None and (not result or fallback):
+        # No model narrative (a swap, an instant checkpoint): the previous narrative is carried,
+        # decisions whole, next steps less those the evidence since shows done.
+        carried, dropped = open_steps(prev_narr.next_steps, done, carried=True)
+        removed += tuple(dropped)
+        narrative.next_steps = narrative.next_steps or carried
         narrative.key_decisions = narrative.key_decisions or prev_narr.key_decisions
     if fallback:
         # No model narrative: the agent's own summary is carried rather than dropped (a newer one
@@ -350,6 +363,12 @@ def compact(
     sections, summary_text, summary_tokens = fit_sections(
         {**facts.sections, **_narrative_sections(story.narrative, facts.lang)}, facts.lang, summary_limit, counter.text,
         session.id, reference_prefix=config.reference_prefix)
+    if not config.cite_ids:
+        # The record keeps its ids (the page links facts to messages); the agent's text has none.
+        ids = id_forms([m.id for m in session.messages])
+        plain = user_labelled(sections, ids, fact_labels(facts.lang)["user"] + ":")
+        summary_text = strip_message_ids(render_summary(plain, facts.lang, reference_prefix=config.reference_prefix), ids)
+        summary_tokens = counter.text(summary_text)
     checkpoint_messages = ([m.to_chat() for m in split.system_msgs] + [{"role": "user", "content": summary_text}]
                            + [m.to_chat() for m in split.tail_msgs if not m.compacted])
     after = counter.messages(checkpoint_messages)

@@ -75,6 +75,7 @@ FACT_LABELS = {
         "omitted": "{n} older user message(s) omitted", "more": "{n} more",
         "done": "Done", "in_progress": "In Progress", "blocked": "Blocked", "evidence": "evidence",
         "agent_summary": "The agent's own summary of the earlier turns ({id}), carried as written:",
+        "user": "User",  # a constraint's label for a reader who cannot look message ids up
     },
     "zh": {
         "unresolved": "未解决的错误", "resolved": "已解决的错误",
@@ -85,6 +86,7 @@ FACT_LABELS = {
         "omitted": "省略了 {n} 条较早的用户消息", "more": "另有 {n} 条",
         "done": "已完成", "in_progress": "进行中", "blocked": "受阻", "evidence": "证据",
         "agent_summary": "智能体自己对较早轮次的摘要（{id}），原样保留：",
+        "user": "用户",
     },
 }
 SHRINK_STEPS = (40, 24, 16, 10, 6, 3, 1)  # last resort when the ranked fit misses its budget
@@ -265,6 +267,18 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
         "Critical Context": Section(blocks=[Block(critical, empty=t["none"])]),
         "Relevant Files": Section(blocks=[Block(files, empty=t["none"])]),
     }
+
+
+def user_labelled(sections: dict[str, Section], ids: set[str], label: str) -> dict[str, Section]:
+    """The constraints labelled as the user's words (`label`, e.g. "User:") instead of by the
+    message id they came from: for a reader that cannot look compactd's ids up (an agent's own
+    template, a hook). The ids in the text are dropped as it is rendered (strip_message_ids)."""
+    constraints = sections.get("Constraints & Preferences")
+    if constraints is None:
+        return sections
+    return {**sections, "Constraints & Preferences": replace(constraints, blocks=[
+        replace(b, bullets=[replace(x, text=label) if x.text.rstrip(":") in ids else x for x in b.bullets])
+        for b in constraints.blocks])}
 
 
 def progress_section(state: WorkState, lang: str = "en", cite: dict[str, str] | None = None) -> Section:

@@ -86,8 +86,8 @@ CONVERSATION_OPEN, CONVERSATION_CLOSE = "<conversation>", "</conversation>"
 PREVIOUS_OPEN, PREVIOUS_CLOSE = "<previous-summary>", "</previous-summary>"
 TOOL_RESULT_LINE = re.compile(rf"^{re.escape(TOOL_RESULT_TAG)}[^\]]*\].*$", re.M)
 FACTS_BLOCK = re.compile(rf"^{re.escape(FACTS_OPEN)}$.*?^{re.escape(FACTS_CLOSE)}$", re.M | re.S)
-# '(m00012, m00015)': evidence pointers in the facts.
-ID_LIST_RE = re.compile(r" ?\(([^()\s,]+(?:, [^()\s,]+)*)\)")
+# '(m00012, m00015)', '(m00012, 3 attempts)': evidence pointers in the facts, alone or before a note.
+ID_LIST_RE = re.compile(r"( ?)\(([^()\n]+)\)")
 
 LANGUAGE_NAMES = {"en": "English", "zh": "Simplified Chinese (简体中文)", "ja": "Japanese (日本語)"}
 
@@ -98,10 +98,17 @@ Facts (files, errors, commands, test results, what is done) are recorded elsewhe
 - next_steps: what still has to be done, according to the conversation and the facts. Never list something the facts show as done.
 Rules: use only information in the input. Copy file paths, names and error text exactly. Do not invent. Do not mention summarizing. Write in {language}. Answer with JSON only."""
 
+# An update must move the goal and the next steps on (issue 23: a second summary repeated the
+# first one's word for word): the previous ones are input to rewrite, not text to copy.
 UPDATE_NOTE = (
-    "The <previous-summary> is what was known before these messages. Keep what is still true, "
-    "drop what is stale, and merge in the new messages."
+    "The <previous-summary> is what was known before the messages below; the work has moved on since. "
+    "Rewrite the goal and the next steps for where the work stands after these messages: do not copy them "
+    "from the previous summary. Drop every next step that these messages or the facts show done "
+    "(a file read, a command run and passed, an edit made), and add what is left to do now. "
+    "Keep the key decisions that still hold and add the new ones."
 )
+# The closing instruction of an update (with UPDATE_NOTE): the answer is the rewritten narrative.
+UPDATE_ASK = "rewritten for where the work stands now, not copied from the previous summary"
 
 
 @dataclass
@@ -288,8 +295,9 @@ def build_prompt(
     sections.append(f"{CONVERSATION_OPEN}\n{conversation}\n{CONVERSATION_CLOSE}")
     if facts:
         sections.append(f"{FACTS_OPEN}\n{facts}\n{FACTS_CLOSE}")
+    ask = f" ({UPDATE_ASK})" if previous else ""
     sections.append(
-        f"Write the JSON object for the conversation above, in {LANGUAGE_NAMES[lang]}: "
+        f"Write the JSON object for the conversation above{ask}, in {LANGUAGE_NAMES[lang]}: "
         '{"goal": "...", "key_decisions": [{"decision": "...", "reason": "..."}], "next_steps": ["..."]}'
     )
     return [
@@ -310,9 +318,17 @@ def untrusted_text(model_input: str) -> str:
 
 
 def strip_message_ids(text: str, ids: set[str]) -> str:
-    """Drop '(m00012, m00015)' evidence pointers: useful to the agent, noise to the model,
-    which otherwise copies them into its own sentences."""
-    return ID_LIST_RE.sub(lambda m: "" if all(x in ids for x in m.group(1).split(", ")) else m.group(0), text)
+    """Drop '(m00012, m00015)' evidence pointers (and the ids before a note: '(m00012, 3
+    attempts)' becomes '(3 attempts)'): noise to the model, which otherwise copies them into its
+    own sentences, and to a reader who cannot look them up."""
+    def strip(m: re.Match[str]) -> str:
+        items = m.group(2).split(", ")
+        kept = [x for x in items if x not in ids]
+        if len(kept) == len(items):
+            return m.group(0)
+        return f"{m.group(1)}({', '.join(kept)})" if kept else ""
+
+    return ID_LIST_RE.sub(strip, text)
 
 
 def previous_text(narrative: Narrative | None, summary_text: str | None) -> str | None:

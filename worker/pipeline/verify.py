@@ -4,7 +4,8 @@ Every path, identifier, number and quoted string in the model's text must occur 
 model was given (conversation narrative, facts, previous summary). A next step must not be
 something the evidence shows done, and neither the goal nor a key decision may flip a user's
 "do not". Items that fail are removed and recorded; the checkpoint never stores an invented
-identifier.
+identifier. An item cut off (the schema's maxLength stops a string mid-word, inside a backtick
+span) is trimmed back to its whole words, or dropped when too little is whole.
 
 Tool output is data, never instructions (prompt injection): a command, URL or host, or a claim
 that the work is done, must come from what the user and the assistant wrote (the assistant's
@@ -19,9 +20,10 @@ import re
 from dataclasses import dataclass, field
 
 from ..facts.ledger import Ledger
+from ..facts.text import finished, unfinished
 from ..facts.workstate import WorkState
 from .stats import Removal
-from .summarize import Narrative, trusted_text, untrusted_text
+from .summarize import GOAL_MAX_CHARS, ITEM_MAX_CHARS, Narrative, trusted_text, untrusted_text
 
 # Quoted spans: `x`, 'x', "x" (the model's way of citing exact text).
 QUOTED = re.compile(r"`([^`]{2,})`|'([^'\s][^']{1,}?)'|\"([^\"]{2,}?)\"")
@@ -137,6 +139,14 @@ EDIT_VERB = re.compile(r"\b(?:edit|modify|change|update|fix|patch|apply|implemen
 RUN_VERB = re.compile(r"\b(?:run|re-?run|execute|test|verify|check)\w*\b|运行|执行|测试|验证", re.I)
 
 
+# A step that only reads: its clauses start with a reading verb or name only files ("Read
+# `a.ts` and `b.ts` to see how totals are computed"); "Read `a.ts` and fix it" is not one.
+READ_VERB = re.compile(r"^(?:re-?read|read|open|look\s+(?:at|into|over|through)|inspect|review|examine|view|study"
+                       r"|skim|go\s+(?:through|over))\b|^(?:读取|阅读|查看|打开|読む|確認)", re.I)
+STEP_CLAUSE_SPLIT = re.compile(r"\s*(?:[,;，；、]|\band\b|\bthen\b|然后|并且?)\s*", re.I)
+COMMAND_JOIN = re.compile(r"\s*(?:&&|;|\|\|)\s*")  # `cd x && pytest`: its last part is the command run
+
+
 CREATE_VERB = re.compile(r"\b(?:create|add|write|make)\b[^.;\n]{0,30}?\b(?:file|script)\b|\bcreate\b"
                          r"|新建|创建|作成", re.I)
 
@@ -149,12 +159,17 @@ class DoneEvidence:
     verified_files: list[str]  # changed, then a verification passed, nothing pending
     passed_commands: list[str]  # passed after the last edit, nothing changed since
     created_files: list[str] = field(default_factory=list)  # created at some point (even if deleted since)
+    read_files: list[str] = field(default_factory=list)  # read and never changed: reading them again is done
+    # Changed since the previous checkpoint: a step carried from it that edits one was written before the edit.
+    changed_since: list[str] = field(default_factory=list)
 
 
-def done_evidence(ledger: Ledger, state: WorkState) -> DoneEvidence:
-    """Finished work as the evidence shows it. A file the session created, and a command that
-    passed after the last change, are done whatever else is pending; an edit the model proposes
-    counts as a repeat only when nothing is pending."""
+def done_evidence(ledger: Ledger, state: WorkState, changed_since: list[str] | None = None) -> DoneEvidence:
+    """Finished work as the evidence shows it. A file the session created, a file it read (and
+    never changed), and a command that passed after the last change, are done whatever else is
+    pending; an edit the model proposes counts as a repeat only when nothing is pending.
+    `changed_since`: the files changed since the previous checkpoint (for its carried steps),
+    counted only while no error is open (a failing run says the edit may not be the whole fix)."""
     items = [f"{i.text} {' '.join(i.evidence)}" for i in state.done]
     created = [f.path for f in ledger.files if "created" in f.actions]
     # A removed scratch file is cleanup, not a change the runs must come after.
@@ -162,7 +177,9 @@ def done_evidence(ledger: Ledger, state: WorkState) -> DoneEvidence:
     last_change = max((f.last_seq for f in changed), default=0)
     passed = [c.command for c in ledger.commands if c.status == "ok" and c.last_seq > last_change]
     settled = state.last_green is not None and not state.changed_since_green and not state.in_progress
-    return DoneEvidence(items, [f.path for f in changed] if settled else [], passed, created)
+    read = [f.path for f in ledger.files if "read" in f.actions and not f.changed]
+    edited = list(changed_since or []) if not ledger.unresolved_errors() else []
+    return DoneEvidence(items, [f.path for f in changed] if settled else [], passed, created, read, edited)
 
 
 def _names(path: str, step: str) -> bool:
@@ -170,7 +187,37 @@ def _names(path: str, step: str) -> bool:
     return path in step or bool(re.search(rf"(?<![\w/.-]){re.escape(name)}(?![\w-])", step))
 
 
-def _restates_done(step: str, done: DoneEvidence) -> str | None:
+def _same_file(ledger_path: str, named: str) -> bool:
+    """A path the step names is the ledger's file: the same, or one ends the other (`orders.ts`)."""
+    return ledger_path == named or ledger_path.endswith("/" + named) or named.endswith("/" + ledger_path)
+
+
+def _only_reads(step: str, done: DoneEvidence) -> str | None:
+    """A step that only reads files the ledger lists as read (and never changed)."""
+    named = [m.group(0) for m in PATH.finditer(step)]
+    if not named:
+        return None
+    for clause in STEP_CLAUSE_SPLIT.split(step):
+        bare = PATH.sub("", clause).strip(" `'\".:")
+        if bare and not READ_VERB.match(clause.strip(" `'\"")) and _words(bare):
+            return None  # a clause that does something else
+    if not all(any(_same_file(r, p) for r in done.read_files) for p in named):
+        return None
+    return f"{', '.join(named)} read already"
+
+
+def _ran(step: str, cmd: str) -> bool:
+    """The step names this command: whole, or as the last part of a chain (`cd x && pytest -q`)."""
+    if cmd in step:
+        return True
+    spans = [" ".join(m.group(1).split()) for m in re.finditer(r"`([^`]+)`", step)]
+    parts = [" ".join(p.split()) for p in COMMAND_JOIN.split(cmd)]
+    return any(s and s == parts[-1] for s in spans)
+
+
+def _restates_done(step: str, done: DoneEvidence, carried: bool = False) -> str | None:
+    """Why the evidence shows `step` done, or None. `carried`: the step comes from the previous
+    checkpoint, so an edit it asks for of a file changed since then was made after it was written."""
     item = _matches_done(step, done.items)
     if item:
         return item
@@ -180,14 +227,30 @@ def _restates_done(step: str, done: DoneEvidence) -> str | None:
                 return f"{path} was created already"
     if RUN_VERB.search(step):
         for cmd in done.passed_commands:
-            if cmd in step or any(_names(w, step) for w in cmd.split() if re.search(r"\w\.\w+$", w)):
+            if _ran(step, cmd) or any(_names(w, step) for w in cmd.split() if re.search(r"\w\.\w+$", w)):
                 return f"`{cmd}` already passed after the last edit"
     if EDIT_VERB.search(step):
         for path in done.verified_files:
-            name = path.rsplit("/", 1)[-1]
-            if path in step or re.search(rf"(?<![\w/.-]){re.escape(name)}(?![\w-])", step):
+            if _names(path, step):
                 return f"{path} was changed and the change verified"
-    return None
+        for path in done.changed_since if carried else []:
+            if _names(path, step) and not RUN_VERB.search(step):
+                return f"{path} was changed after this step was written"
+    return _only_reads(step, done)
+
+
+def open_steps(steps: list[str], done: DoneEvidence, *, carried: bool = False) -> tuple[list[str], list[Removal]]:
+    """The steps the evidence does not show done, and a Removal for each one it does."""
+    kept: list[str] = []
+    removed: list[Removal] = []
+    for step in steps:
+        finished_by = _restates_done(step, done, carried)
+        if finished_by:
+            removed.append(Removal("next_steps", step, ("carried from the previous checkpoint; " if carried else "")
+                                   + f"the evidence shows it done: {finished_by}"))
+        else:
+            kept.append(step)
+    return kept, removed
 
 
 CLAUSE_SPLIT = re.compile(r"(?<=[.!?;,])\s+|(?<=[。！？；，])|\n+")  # not inside `Invoice.total()`
@@ -217,6 +280,18 @@ def _flips_constraint(text: str, constraints: list[str]) -> str | None:
     return None
 
 
+def _whole(section: str, text: str, cap: int, removed: list[Removal], capped: bool | None = None) -> str:
+    """`text`, or its whole part when it was cut off (recorded); "" when too little is whole.
+    `capped`: the text was stopped at its length cap (default: it is `cap` long)."""
+    capped = len(text) >= cap if capped is None else capped
+    why = unfinished(text, capped)
+    if why is None:
+        return text
+    kept = finished(text, capped)
+    removed.append(Removal(section, text, f"cut off ({why}): " + (f"kept as {kept!r}" if kept else "dropped")))
+    return kept
+
+
 def verify_narrative(
     narrative: Narrative,
     source: str,
@@ -224,7 +299,12 @@ def verify_narrative(
     done: DoneEvidence,
     constraints: list[str],
     fallback_goal: str,
+    carried: list[str] | None = None,
 ) -> tuple[Narrative, list[Removal]]:
+    """The narrative without what fails (see the module docstring), and what went and why.
+    `carried`: the previous checkpoint's next steps: one the model repeats word for word is
+    checked as a carried step (an edit it asks for may have happened since)."""
+    carried = carried or []
     removed: list[Removal] = []
     norm = _normalize(source)
     trusted = trusted_text(source)
@@ -244,8 +324,11 @@ def verify_narrative(
 
     # Goal: drop unsupported sentences; an empty or constraint-flipping goal becomes the user's words.
     # A sentence ends at . ! ? followed by whitespace (not inside `invoice.py`), or at 。！？.
-    sentences = [s for s in re.split(r"(?<=[.!?])\s+|(?<=[。！？])", narrative.goal) if s.strip()]
-    joiner = "" if re.search(r"[。！？]", narrative.goal) else " "
+    whole_goal = _whole("goal", narrative.goal, GOAL_MAX_CHARS, removed)
+    sentences = [s for s in re.split(r"(?<=[.!?])\s+|(?<=[。！？])", whole_goal) if s.strip()]
+    if whole_goal != narrative.goal and len(sentences) > 1:
+        sentences.pop()  # the cut-off sentence: the whole ones before it say the goal
+    joiner = "" if re.search(r"[。！？]", whole_goal) else " "
     kept = []
     for sentence in sentences:
         if not check("goal", sentence):
@@ -264,7 +347,11 @@ def verify_narrative(
 
     decisions = []
     for d in narrative.key_decisions:
-        text = f"{d['decision']} — {d['reason']}" if d.get("reason") else d["decision"]
+        d = {"decision": _whole("key_decisions", d["decision"], ITEM_MAX_CHARS, removed),
+             "reason": _whole("key_decisions", d.get("reason") or "", ITEM_MAX_CHARS, removed)}
+        if not d["decision"]:
+            continue
+        text = f"{d['decision']} — {d['reason']}" if d["reason"] else d["decision"]
         if not check("key_decisions", text):
             continue
         flipped = _flips_constraint(d["decision"], constraints)
@@ -276,10 +363,14 @@ def verify_narrative(
     steps = []
     for s in narrative.next_steps:
         # A step copied from the facts carries their evidence suffix: keep only the step.
+        raw = s
         s = re.split(r"\s+— (?:evidence|证据)\s*:", s)[0].strip()
-        finished = _restates_done(s, done)
-        if finished:
-            removed.append(Removal("next_steps", s, f"the evidence shows it done: {finished}"))
+        s = _whole("next_steps", s, ITEM_MAX_CHARS, removed, capped=len(raw) >= ITEM_MAX_CHARS and s == raw.strip())
+        if not s:
+            continue
+        open_now, done_now = open_steps([s], done, carried=s in carried)
+        removed += done_now
+        if not open_now:
             continue
         if check("next_steps", s) and s not in steps:
             steps.append(s)

@@ -37,7 +37,25 @@ JOB_TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     JobStatus.QUEUED: frozenset({JobStatus.RUNNING, JobStatus.FAILED, JobStatus.CANCELLED}),
     JobStatus.RUNNING: frozenset({JobStatus.DONE, JobStatus.FAILED, JobStatus.CANCELLED}),
 }
-INTERRUPTED = "interrupted by restart"  # the error of a job a restart cut off
+INTERRUPTED = "interrupted by restart"
+
+
+class JobKind(str, Enum):
+    """What a job does: ONE name per kind, stored in the jobs table and used as the metric label
+    (`compactd_jobs_total{kind=...}`), whichever door queued it. A str, like JobStatus."""
+
+    COMPACT = "compact"  # POST /v1/sessions/{id}/compact
+    ROLLING = "rolling"  # a background rolling-summary update
+    REFINE = "refine"  # the model narrative after an instant checkpoint
+    CHAT = "chat"  # plain generation (/v1/chat/completions)
+    AGENT_COMPACTION = "agent_compaction"  # an agent's own compaction request (opencode, pi, Codex)
+
+    def __str__(self) -> str:  # metric labels and f-strings show "chat", not "JobKind.CHAT"
+        return self.value
+
+
+# The kinds the store records (a session's compaction history); the others only count in metrics.
+PERSISTED_KINDS: frozenset[JobKind] = frozenset({JobKind.COMPACT, JobKind.ROLLING, JobKind.REFINE})  # the error of a job a restart cut off
 
 
 class StoreError(Exception):

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..pipeline import CompactionConfig, CompactionRefused, compact
 from ..pipeline.checkpoint import Checkpoint
 from ..session import Session
-from .records import Conflict, JobStatus
+from .records import Conflict, JobKind, JobStatus
 from .scheduler import BACKGROUND_LANE, Job, JobBackend, Overloaded
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ class Refinements:
         expect = {"version": instant_version + 1, "refines": instant_version}
         try:
             job = self.scheduler.submit(
-                "refine", lambda j: self._refine_job(j, session_id, session, committed, base, instant_version, held, config),
+                JobKind.REFINE, lambda j: self._refine_job(j, session_id, session, committed, base, instant_version, held, config),
                 lane=BACKGROUND_LANE, session_id=session_id)
         except Overloaded:
             self.metrics.inc("compactd_refinements_total", status="skipped_overload")

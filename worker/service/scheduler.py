@@ -35,7 +35,7 @@ from typing import Any
 from backends.base import Backend, GenerationStats
 from backends.engine_thread import BACKGROUND, FOREGROUND
 
-from .records import JobStatus
+from .records import JobKind, JobStatus
 
 # The line a generation's start logs (INFO): the engine is evaluating the prompt from here on.
 # A crash test waits for it, so that its kill lands inside a real model call.
@@ -74,7 +74,7 @@ class Job:
     """A live job: what the scheduler queues and runs (the store keeps its `JobRecord`)."""
 
     id: str
-    kind: str
+    kind: JobKind
     lane: str
     fn: Callable[[Job], Any]
     session_id: str | None = None
@@ -201,7 +201,7 @@ class Scheduler:
 
     def submit(
         self,
-        kind: str,
+        kind: JobKind | str,
         fn: Callable[[Job], Any],
         *,
         lane: str = FOREGROUND_LANE,
@@ -209,7 +209,8 @@ class Scheduler:
         job_id: str | None = None,
         preemptible: bool = True,
     ) -> Job:
-        """Queue `fn(job)` on `lane`; raises Overloaded when the lane's queue is full."""
+        """Queue `fn(job)` on `lane`; raises Overloaded when the lane's queue is full, ValueError for a
+        kind that is not a JobKind (its plain value is accepted: `"chat"`)."""
         if lane not in LANES:
             raise ValueError(f"unknown lane {lane!r}")
         if self.loop is None:
@@ -217,7 +218,7 @@ class Scheduler:
         depth = len(self._queues[lane])
         if depth >= self.queue_size:
             raise Overloaded(lane, depth, self.retry_after(lane))
-        job = Job(id=job_id or uuid.uuid4().hex, kind=kind, lane=lane, fn=fn, session_id=session_id,
+        job = Job(id=job_id or uuid.uuid4().hex, kind=JobKind(kind), lane=lane, fn=fn, session_id=session_id,
                   preemptible=preemptible)
         job.future = self.loop.create_future()
         self._jobs[job.id] = job

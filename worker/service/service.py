@@ -44,7 +44,17 @@ from . import history, views
 from .history import AroundResponse, SearchResponse
 from .intake import import_messages, offset_index_ids
 from .metrics import Metrics
-from .records import INTERRUPTED, Audit, Conflict, JobRecord, JobStatus, NotFound, PruneMarker
+from .records import (
+    INTERRUPTED,
+    PERSISTED_KINDS,
+    Audit,
+    Conflict,
+    JobKind,
+    JobRecord,
+    JobStatus,
+    NotFound,
+    PruneMarker,
+)
 from .refine import Refinements
 from .scheduler import (
     BACKGROUND_LANE,
@@ -295,7 +305,7 @@ class CompactdService(Refinements):
                 rolling = None
             else:
                 self.scheduler.promote(rolling)  # an agent now waits on it: its next chunks run first
-        job = self.scheduler.submit("compact",
+        job = self.scheduler.submit(JobKind.COMPACT,
                                     lambda j: self._compact_job(j, session_id, rolling, instant, keep_tail),
                                     lane=FOREGROUND_LANE, session_id=session_id, preemptible=False)
         st.compact_job = job
@@ -325,8 +335,10 @@ class CompactdService(Refinements):
         version, committed = self.committed(session_id)
         st = self.state(session_id)
         ids = {m.id for m in session.messages}
-        # keep_tail False: the agent keeps its own tail (pi); no tail, no prefix, its trigger is the guard.
-        agent_tail = {"verbatim_tail": keep_tail, "reference_prefix": keep_tail, "loop_guard": keep_tail}
+        # keep_tail False: the agent keeps its own tail (pi); no tail, no prefix, its trigger is the
+        # guard, and the summary cites no message id (the agent's model cannot look one up).
+        agent_tail = {"verbatim_tail": keep_tail, "reference_prefix": keep_tail, "loop_guard": keep_tail,
+                      "cite_ids": keep_tail}
         rolling = st.rolling if (st.rolling is not None and st.rolling_base == version
                                  and st.rolling.boundary_message_id in ids) else None
         if rolling is not None:
@@ -402,7 +414,7 @@ class CompactdService(Refinements):
             st.dirty = True  # the refinement commits a new version: roll on top of it afterwards
             return
         try:
-            job = self.scheduler.submit("rolling", lambda j: self._rolling_job(j, session_id),
+            job = self.scheduler.submit(JobKind.ROLLING, lambda j: self._rolling_job(j, session_id),
                                         lane=BACKGROUND_LANE, session_id=session_id)
         except Overloaded:
             self.metrics.inc("compactd_rolling_updates_total", status="skipped_overload")
@@ -450,7 +462,7 @@ class CompactdService(Refinements):
     # -- jobs, metrics -------------------------------------------------------------------
 
     def _job_changed(self, job: Job) -> None:
-        if job.kind not in ("compact", "rolling", "refine"):
+        if job.kind not in PERSISTED_KINDS:
             if job.status.terminal:
                 self.metrics.inc("compactd_jobs_total", kind=job.kind, status=job.status)
             return
@@ -521,7 +533,7 @@ class CompactdService(Refinements):
             finally:
                 sink(None)
 
-        return self.scheduler.submit("chat", run if sink is None else produce, preemptible=False)
+        return self.scheduler.submit(JobKind.CHAT, run if sink is None else produce, preemptible=False)
 
     def chat_done(self, seconds: float) -> None:
         self.metrics.observe("compactd_chat_completion_seconds", seconds)
