@@ -9,6 +9,7 @@ import re
 
 import httpx
 import pytest
+from markupsafe import escape as escape_html
 
 from tests.fakes import ScriptedBackend, openai_messages, served_app, work_session
 from worker.service.views import Gauge
@@ -115,3 +116,14 @@ def test_a_long_checkpoint_chain_is_paged_newest_first(server):
     assert '<a href="/sessions/chain?cp_page=2">2</a>' in first
     rest = httpx.get(f"{server.url}/sessions/chain?cp_page=2", headers=BROWSER).text
     assert re.findall(r'<details class="cp" id="v(\d+)"', rest) == [str(v) for v in range(n - 10, 0, -1)]
+
+
+def test_a_refusal_is_listed_with_its_reason(server):
+    system = {"role": "system", "content": " ".join(f"rule{i}" for i in range(7000))}  # over usable (6000) alone
+    post(server.url, "refused", [system] + openai_messages(work_session(turns=3, words=40)))
+    r = httpx.post(f"{server.url}/v1/sessions/refused/compact", params={"wait": "model"}, timeout=60)
+    assert r.status_code == 409 and r.json()["error"]["code"] == "compaction_refused"
+    page = httpx.get(f"{server.url}/sessions/refused", headers=BROWSER).text
+    table = re.search(r'<table id="refusals">.*?</table>', page, re.S)
+    assert table is not None
+    assert str(escape_html(r.json()["error"]["message"])) in table.group(0)
