@@ -734,7 +734,8 @@ def run_case(case: Case, backend: Any, max_new_tokens: int) -> dict[str, Any]:
     _say(f"{case.name}: {len(case.session.messages)} messages, {tokens} tokens -> usable {usable}")
     t0 = time.perf_counter()
     try:
-        result = compact(case.session, backend, CompactionConfig(context_limit=limit, max_new_tokens=max_new_tokens),
+        result = compact(case.session, backend, CompactionConfig(context_limit=limit, max_new_tokens=max_new_tokens,
+                                                                 explicit=True),
                          counter=counter)
     except CompactionRefused as exc:
         return {"name": case.name, "source": case.source, "refused": str(exc)}

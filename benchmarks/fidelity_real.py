@@ -24,7 +24,8 @@ What each approach sees (the same transcript for all; the JSON repeats this unde
   record named in the facts file; scored only on the facts from before it (the later ones
   cannot be in it). compactd is scored on the same subset for the comparison.
 
-A refused compaction (the loop guard, or a checkpoint that cannot fit the context) is reported
+A refused compaction (`explicit`, as `compactd compact`: only a context that cannot hold the
+system prompt plus a minimal summary, or nothing outside the tail) is reported
 as a refusal with its reason and counted, never a crash; any other exception is recorded as
 "failed" and counted apart (a bug to fix, but the rest of a long run is kept). Scoring rules: benchmarks/real_facts.py.
 """
@@ -94,7 +95,9 @@ def run_compactd(session: Any, backend: Any, counter: Any, context_limit: int, u
     from worker.pipeline import CompactionConfig, CompactionRefused, compact
 
     mode = "model" if use_model else "no-model"
-    config = CompactionConfig(context_limit=context_limit, use_model=use_model, max_new_tokens=max_new_tokens)
+    # explicit: what `compactd compact` does (no loop guard, never larger than the live context).
+    config = CompactionConfig(context_limit=context_limit, use_model=use_model, max_new_tokens=max_new_tokens,
+                              explicit=True)
     t0 = time.perf_counter()
     try:
         result = compact(session, backend, config, counter=counter)
