@@ -39,11 +39,19 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._common import (
+    N_CTX,
     N_THREADS,
+    NAIVE_MAX_TOKENS,
+    NAIVE_PROMPT,
     RESULTS_DIR,
+    TEMPLATE_SYSTEM,
+    TEMPLATE_USER,
     figure_title,
+    generate,
+    invented,
     machine_info,
     peak_rss_mb,
+    raw_text,
     save_figure,
     write_json,
 )
@@ -137,8 +145,6 @@ def trust_checks(cp: Any, session: Any, case: RealCase) -> dict[str, list[str]]:
     """What the checkpoint must never do: name an identifier or path found nowhere in the
     transcript (in the narrative, the only text a model writes), or list work the transcript
     leaves open (its `open` facts) under Done."""
-    from benchmarks.fidelity import invented, raw_text
-
     narrative = cp.narrative or {}
     written = "\n".join([narrative.get("goal", ""), *narrative.get("next_steps", []),
                          *(d.get("decision", "") + " " + d.get("reason", "") for d in narrative.get("key_decisions", []))])
@@ -194,14 +200,6 @@ def baseline_input(session: Any, tail_ids: list[str], count: Any, window: int, m
 
 def run_baselines(case: RealCase, session: Any, backend: Any, compactd_run: dict[str, Any], max_new_tokens: int,
                   summary_facts: list[Any]) -> dict[str, Any]:
-    from benchmarks.fidelity import (
-        NAIVE_MAX_TOKENS,
-        NAIVE_PROMPT,
-        TEMPLATE_SYSTEM,
-        TEMPLATE_USER,
-        _generate,
-    )
-
     window = backend.info().context_size or 8192
     out: dict[str, Any] = {}
     for name, max_tokens in (("naive-150w", min(NAIVE_MAX_TOKENS, max_new_tokens)), ("template", max_new_tokens)):
@@ -215,7 +213,7 @@ def run_baselines(case: RealCase, session: Any, backend: Any, compactd_run: dict
             messages = [{"role": "system", "content": TEMPLATE_SYSTEM},
                         {"role": "user", "content": TEMPLATE_USER.format(conversation=convo)}]
         _say(f"{case.name} @ {compactd_run['context_limit']}: {name} ({seen['messages_seen']} messages)")
-        summary, run = _generate(backend, messages, max_tokens)
+        summary, run = generate(backend, messages, max_tokens)
         checkpoint = list(compactd_run["checkpoint_messages"])  # compactd's system message and tail ...
         at = _summary_index(compactd_run)
         checkpoint[at] = {**checkpoint[at], "content": summary}  # ... with this baseline's summary
@@ -407,7 +405,6 @@ def run_real(backend: Any, quick: bool = False, no_model: bool = False,
 def main(argv: list[str] | None = None) -> int:
     from backends.llama_cpp import LlamaCppBackend
     from backends.models import DEFAULT_MODEL, FAST_MODEL, resolve
-    from benchmarks.fidelity import N_CTX
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="the smallest transcript: no-model, one 0.5B run")
