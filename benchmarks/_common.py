@@ -1,5 +1,7 @@
 """Shared helpers of the benchmarks: machine description, load-average gate, JSON output,
-the fixture transcripts, weight bytes per decoded token, small statistics. No engine is imported here."""
+the fixture transcripts, weight bytes per decoded token, small statistics, and what the two
+fidelity sets share (the baselines' prompts, one generation, invented-name checks). No engine is
+imported here (a generation goes through the backend it is handed)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import datetime as dt
 import json
 import os
 import platform
+import re
 import resource
 import subprocess
 import time
@@ -167,3 +170,88 @@ def weight_bytes(meta: Any) -> dict[str, int]:
     per_token = meta.tensor_bytes - meta.token_embd_bytes if meta.output_bytes else meta.tensor_bytes
     return {"total": meta.tensor_bytes, "read_per_token": per_token, "token_embd": meta.token_embd_bytes,
             "output": meta.output_bytes, "n_tensors": meta.n_tensors}
+
+
+# --- fidelity: what the written and the real set share ---------------------------------------
+# Both sets (benchmarks/fidelity.py, benchmarks/fidelity_real.py) run their baselines and check
+# invented names with these, so the real set never imports the written one for them.
+
+N_CTX = 8192  # compactd's default summarizer window; the baselines get the same engine
+NAIVE_MAX_TOKENS = 300  # 150 words is ~200 tokens; room for a model that overshoots
+NAIVE_PROMPT = "Summarize the work log in at most {words} words."
+TEMPLATE_SYSTEM = """You are summarizing a coding agent's conversation so that another agent can continue the work after its context is cleared.
+Write the summary in exactly this format:
+
+## Goal
+## Constraints & Preferences
+## Progress
+### Done
+### In Progress
+### Blocked
+## Key Decisions
+## Next Steps
+## Critical Context
+## Relevant Files
+
+Preserve exact file paths, commands, error strings. Be concise."""
+TEMPLATE_USER = "<conversation>\n{conversation}\n</conversation>\n\nWrite the summary of the conversation above in the format given."
+
+PATH_TOKEN = re.compile(
+    r"(?<![\w/.:-])(?:\.{0,2}/)?(?:[\w.-]+/)+[\w-]+\.[A-Za-z][A-Za-z0-9]{0,5}\b"
+    r"|(?<![\w/.-])[\w-]+\.(?:py|pyi|ts|tsx|js|jsx|json|md|rs|go|java|c|h|cpp|rb|toml|yaml|yml|cfg|ini|txt|sh|sql|lock)\b"
+)
+URL = re.compile(r"\b\w+://\S+")
+IDENT = re.compile(
+    r"`[^`\n]{2,80}`"
+    r"|\b[A-Za-z_][A-Za-z0-9]*_[A-Za-z0-9_]+(?:\(\))?"
+    r"|\b[a-z]+[A-Z][A-Za-z0-9]*\b|\b[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*\b"
+    r"|\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?:\(\))?"
+)
+
+
+def paths_in(text: str) -> list[str]:
+    """File paths named in a text (URLs are not paths), without a leading `./`."""
+    return [p.lstrip("./") if p.startswith("./") else p for p in PATH_TOKEN.findall(URL.sub(" ", text))]
+
+
+def path_key(path: str) -> str:
+    """The last two components: `/testbed/src/pkg/mod.py` and `src/pkg/mod.py` are one file."""
+    parts = [p for p in path.strip().split("/") if p and p != "."]
+    return "/".join(parts[-2:]).lower()
+
+
+def invented(model_text: str, source: str, allowed: str = "") -> list[str]:
+    """Identifiers in the model's text found nowhere in its input (case-insensitive)."""
+    hay = (source + "\n" + allowed).lower()
+    out = []
+    for m in IDENT.finditer(model_text):
+        cand = m.group(0).strip("`").strip()
+        bare = cand.removesuffix("()").lower()
+        if bare and bare not in hay and cand.lower() not in hay:
+            out.append(cand)
+    for p in paths_in(model_text):
+        if p.lower() not in hay and path_key(p) not in hay:
+            out.append(p)
+    return list(dict.fromkeys(out))
+
+
+def raw_text(messages: list[Any]) -> str:
+    """Everything a transcript's messages hold as text (calls and results included): what an
+    identifier must occur in not to be invented."""
+    parts = []
+    for m in messages:
+        parts.append(m.text)
+        parts += [c.name + " " + c.arguments_json() for c in m.tool_calls]
+        parts += [r.output for r in m.tool_results]
+    return "\n".join(parts)
+
+
+def generate(backend: Any, messages: list[dict[str, str]], max_tokens: int) -> tuple[str, dict[str, Any]]:
+    """One greedy, isolated generation: the text and its timings (a baseline's summary)."""
+    from backends.base import collect
+
+    t0 = time.perf_counter()
+    text, st = collect(backend.generate(messages, max_tokens=max_tokens, temperature=0.0, isolated=True))
+    return text.strip(), {"prompt_tokens": st.prompt_tokens, "decode_tokens": st.decode_tokens,
+                          "prompt_ms": round(st.prompt_ms, 1), "decode_ms": round(st.decode_ms, 1),
+                          "wall_s": round(time.perf_counter() - t0, 2), "finish_reason": st.finish_reason}

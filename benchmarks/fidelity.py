@@ -47,22 +47,32 @@ from typing import Any
 
 from benchmarks._common import (
     CC_TRACE,
+    IDENT,
+    N_CTX,
     N_THREADS,
+    NAIVE_MAX_TOKENS,
+    NAIVE_PROMPT,
+    PATH_TOKEN,
     PI_TRACE,
     RESULTS_DIR,
     SWE_TRACE,
+    TEMPLATE_SYSTEM,
+    TEMPLATE_USER,
     figure_title,
+    generate,
+    invented,
     machine_info,
+    path_key,
+    paths_in,
     peak_rss_mb,
+    raw_text,
     save_figure,
     wait_for_quiet,
     write_outputs,
 )
 
-N_CTX = 8192  # compactd's default summarizer window; the baselines get the same engine
 USABLE_SHARE = 0.75  # compact each input to a budget below its size: an overflow
 NAIVE_CUT_CHARS = 800  # the recorded failure cut every message at 800 characters
-NAIVE_MAX_TOKENS = 300  # 150 words is ~200 tokens; room for a model that overshoots
 FULL_WINDOW_NARRATIVE = 1500  # fixture windows: prefixes whose narrative reaches this many tokens
 QUICK_WINDOW_MESSAGES = 14  # quick: the SWE trace up to its first edit attempt (~6k tokens)
 QUICK_MAX_TOKENS = 200  # quick: every method's output bound (full: compactd's own, 700)
@@ -71,23 +81,6 @@ MAX_LISTED = 6  # missing facts / invented names listed per method and input
 METHODS = ("compactd", "naive-150w", "template")
 KINDS = ("error", "path", "command", "constraint", "decision")
 
-NAIVE_PROMPT = "Summarize the work log in at most {words} words."
-TEMPLATE_SYSTEM = """You are summarizing a coding agent's conversation so that another agent can continue the work after its context is cleared.
-Write the summary in exactly this format:
-
-## Goal
-## Constraints & Preferences
-## Progress
-### Done
-### In Progress
-### Blocked
-## Key Decisions
-## Next Steps
-## Critical Context
-## Relevant Files
-
-Preserve exact file paths, commands, error strings. Be concise."""
-TEMPLATE_USER = "<conversation>\n{conversation}\n</conversation>\n\nWrite the summary of the conversation above in the format given."
 
 
 def _say(msg: str) -> None:
@@ -431,17 +424,6 @@ def fixture_window(path: Path, name: str, count_text: Any, narrative_target: int
 ERROR_CLAUSE = re.compile(r"\b[A-Z][A-Za-z]*(?:Error|Exception)\b: [^\n。！？；]*[^\s。！？；]")
 ERROR_LINE = re.compile(r"^(?:E\s{2,}\S.*|FAILED \S.*|(?:fatal|error)(?:\[\w+\])?: \S.*|npm ERR! \S.*)", re.I)
 CODE_LINE_END = re.compile(r"[,;{(\[]$")  # `error: ColorValueSchema,` is code, not an error
-PATH_TOKEN = re.compile(
-    r"(?<![\w/.:-])(?:\.{0,2}/)?(?:[\w.-]+/)+[\w-]+\.[A-Za-z][A-Za-z0-9]{0,5}\b"
-    r"|(?<![\w/.-])[\w-]+\.(?:py|pyi|ts|tsx|js|jsx|json|md|rs|go|java|c|h|cpp|rb|toml|yaml|yml|cfg|ini|txt|sh|sql|lock)\b"
-)
-URL = re.compile(r"\b\w+://\S+")
-IDENT = re.compile(
-    r"`[^`\n]{2,80}`"
-    r"|\b[A-Za-z_][A-Za-z0-9]*_[A-Za-z0-9_]+(?:\(\))?"
-    r"|\b[a-z]+[A-Z][A-Za-z0-9]*\b|\b[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*\b"
-    r"|\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?:\(\))?"
-)
 SHELL_TOOL = re.compile(r"bash|shell|exec|terminal|run_command|command_run", re.I)
 CONSTRAINT_EN = re.compile(r"\b(?:do not|don't|never|must|should not|shouldn't|avoid|keep|only|without|make sure|"
                            r"always|cannot|can't)\b", re.I)
@@ -484,10 +466,6 @@ def _command_of(call: Any) -> str | None:
     return cmd.strip().splitlines()[0].strip()[:MAX_FACT_CHARS]
 
 
-def _paths_in(text: str) -> list[str]:
-    return [p.lstrip("./") if p.startswith("./") else p for p in PATH_TOKEN.findall(URL.sub(" ", text))]
-
-
 def _sentences(text: str) -> list[str]:
     return [s.strip() for s in SENTENCE_SPLIT.split(text) if s and 8 <= len(s.strip()) <= 400]
 
@@ -524,10 +502,10 @@ def extract_facts(messages: list[Any]) -> list[Fact]:
             cmd = _command_of(call)
             if cmd:
                 add("command", cmd)
-                for p in _paths_in(cmd):
+                for p in paths_in(cmd):
                     add("path", p)
         if m.role in ("user", "assistant") and m.text:
-            for p in _paths_in(m.text):
+            for p in paths_in(m.text):
                 add("path", p)
             for s in _sentences(m.text):
                 if m.role == "user" and (CONSTRAINT_EN.search(s) or CONSTRAINT_ZH.search(s)):
@@ -537,15 +515,9 @@ def extract_facts(messages: list[Any]) -> list[Fact]:
     return list(found.values())
 
 
-def path_key(path: str) -> str:
-    """The last two components: `/testbed/src/pkg/mod.py` and `src/pkg/mod.py` are one file."""
-    parts = [p for p in path.strip().split("/") if p and p != "."]
-    return "/".join(parts[-2:]).lower()
-
-
 def _specifics(text: str) -> list[str]:
     found = [m.group(0).strip("`").removesuffix("()") for m in IDENT.finditer(text)]
-    found += [path_key(p) for p in _paths_in(text)]
+    found += [path_key(p) for p in paths_in(text)]
     return [s for s in dict.fromkeys(found) if len(s) >= 3]
 
 
@@ -642,30 +614,6 @@ def work_state_errors(summary: str, pending: tuple[WorkItem, ...], done: tuple[W
             "errors": len(called_done), "checked_pending": len(pending), "checked_done": len(done)}
 
 
-def invented(model_text: str, source: str, allowed: str = "") -> list[str]:
-    """Identifiers in the model's text found nowhere in its input (case-insensitive)."""
-    hay = (source + "\n" + allowed).lower()
-    out = []
-    for m in IDENT.finditer(model_text):
-        cand = m.group(0).strip("`").strip()
-        bare = cand.removesuffix("()").lower()
-        if bare and bare not in hay and cand.lower() not in hay:
-            out.append(cand)
-    for p in _paths_in(model_text):
-        if p.lower() not in hay and path_key(p) not in hay:
-            out.append(p)
-    return list(dict.fromkeys(out))
-
-
-def raw_text(messages: list[Any]) -> str:
-    parts = []
-    for m in messages:
-        parts.append(m.text)
-        parts += [c.name + " " + c.arguments_json() for c in m.tool_calls]
-        parts += _tool_outputs(m)
-    return "\n".join(parts)
-
-
 def score(summary: str, model_text: str, facts: list[Fact], source: str, allowed: str, case: Case,
           count: Any, summary_limit: int, head_tokens: int) -> dict[str, Any]:
     per_kind: dict[str, Any] = {}
@@ -689,16 +637,6 @@ def score(summary: str, model_text: str, facts: list[Fact], source: str, allowed
 
 
 # --- methods ---------------------------------------------------------------------------------
-
-
-def _generate(backend: Any, messages: list[dict[str, str]], max_tokens: int) -> tuple[str, dict[str, Any]]:
-    from backends.base import collect
-
-    t0 = time.perf_counter()
-    text, st = collect(backend.generate(messages, max_tokens=max_tokens, temperature=0.0, isolated=True))
-    return text.strip(), {"prompt_tokens": st.prompt_tokens, "decode_tokens": st.decode_tokens,
-                          "prompt_ms": round(st.prompt_ms, 1), "decode_ms": round(st.decode_ms, 1),
-                          "wall_s": round(time.perf_counter() - t0, 2), "finish_reason": st.finish_reason}
 
 
 def naive_messages(head: list[Any]) -> list[dict[str, str]]:
@@ -734,7 +672,8 @@ def run_case(case: Case, backend: Any, max_new_tokens: int) -> dict[str, Any]:
     _say(f"{case.name}: {len(case.session.messages)} messages, {tokens} tokens -> usable {usable}")
     t0 = time.perf_counter()
     try:
-        result = compact(case.session, backend, CompactionConfig(context_limit=limit, max_new_tokens=max_new_tokens),
+        result = compact(case.session, backend, CompactionConfig(context_limit=limit, max_new_tokens=max_new_tokens,
+                                                                 explicit=True),
                          counter=counter)
     except CompactionRefused as exc:
         return {"name": case.name, "source": case.source, "refused": str(exc)}
@@ -763,7 +702,7 @@ def run_case(case: Case, backend: Any, max_new_tokens: int) -> dict[str, Any]:
         ("template", template_messages(head), max_new_tokens, TEMPLATE_SYSTEM),
     ):
         _say(f"{case.name}: {method}")
-        text, run = _generate(backend, messages, max_tokens)
+        text, run = generate(backend, messages, max_tokens)
         outputs[method] = {**score(text, text, facts, source, allowed, case, backend.count, limit_summary, head_tokens),
                            "run": run, "text": text}
     return {

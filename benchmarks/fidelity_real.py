@@ -24,7 +24,8 @@ What each approach sees (the same transcript for all; the JSON repeats this unde
   record named in the facts file; scored only on the facts from before it (the later ones
   cannot be in it). compactd is scored on the same subset for the comparison.
 
-A refused compaction (the loop guard, or a checkpoint that cannot fit the context) is reported
+A refused compaction (`explicit`, as `compactd compact`: only a context that cannot hold the
+system prompt plus a minimal summary, or nothing outside the tail) is reported
 as a refusal with its reason and counted, never a crash; any other exception is recorded as
 "failed" and counted apart (a bug to fix, but the rest of a long run is kept). Scoring rules: benchmarks/real_facts.py.
 """
@@ -38,11 +39,19 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._common import (
+    N_CTX,
     N_THREADS,
+    NAIVE_MAX_TOKENS,
+    NAIVE_PROMPT,
     RESULTS_DIR,
+    TEMPLATE_SYSTEM,
+    TEMPLATE_USER,
     figure_title,
+    generate,
+    invented,
     machine_info,
     peak_rss_mb,
+    raw_text,
     save_figure,
     write_json,
 )
@@ -94,7 +103,9 @@ def run_compactd(session: Any, backend: Any, counter: Any, context_limit: int, u
     from worker.pipeline import CompactionConfig, CompactionRefused, compact
 
     mode = "model" if use_model else "no-model"
-    config = CompactionConfig(context_limit=context_limit, use_model=use_model, max_new_tokens=max_new_tokens)
+    # explicit: what `compactd compact` does (no loop guard, never larger than the live context).
+    config = CompactionConfig(context_limit=context_limit, use_model=use_model, max_new_tokens=max_new_tokens,
+                              explicit=True)
     t0 = time.perf_counter()
     try:
         result = compact(session, backend, config, counter=counter)
@@ -134,8 +145,6 @@ def trust_checks(cp: Any, session: Any, case: RealCase) -> dict[str, list[str]]:
     """What the checkpoint must never do: name an identifier or path found nowhere in the
     transcript (in the narrative, the only text a model writes), or list work the transcript
     leaves open (its `open` facts) under Done."""
-    from benchmarks.fidelity import invented, raw_text
-
     narrative = cp.narrative or {}
     written = "\n".join([narrative.get("goal", ""), *narrative.get("next_steps", []),
                          *(d.get("decision", "") + " " + d.get("reason", "") for d in narrative.get("key_decisions", []))])
@@ -191,14 +200,6 @@ def baseline_input(session: Any, tail_ids: list[str], count: Any, window: int, m
 
 def run_baselines(case: RealCase, session: Any, backend: Any, compactd_run: dict[str, Any], max_new_tokens: int,
                   summary_facts: list[Any]) -> dict[str, Any]:
-    from benchmarks.fidelity import (
-        NAIVE_MAX_TOKENS,
-        NAIVE_PROMPT,
-        TEMPLATE_SYSTEM,
-        TEMPLATE_USER,
-        _generate,
-    )
-
     window = backend.info().context_size or 8192
     out: dict[str, Any] = {}
     for name, max_tokens in (("naive-150w", min(NAIVE_MAX_TOKENS, max_new_tokens)), ("template", max_new_tokens)):
@@ -212,7 +213,7 @@ def run_baselines(case: RealCase, session: Any, backend: Any, compactd_run: dict
             messages = [{"role": "system", "content": TEMPLATE_SYSTEM},
                         {"role": "user", "content": TEMPLATE_USER.format(conversation=convo)}]
         _say(f"{case.name} @ {compactd_run['context_limit']}: {name} ({seen['messages_seen']} messages)")
-        summary, run = _generate(backend, messages, max_tokens)
+        summary, run = generate(backend, messages, max_tokens)
         checkpoint = list(compactd_run["checkpoint_messages"])  # compactd's system message and tail ...
         at = _summary_index(compactd_run)
         checkpoint[at] = {**checkpoint[at], "content": summary}  # ... with this baseline's summary
@@ -404,7 +405,6 @@ def run_real(backend: Any, quick: bool = False, no_model: bool = False,
 def main(argv: list[str] | None = None) -> int:
     from backends.llama_cpp import LlamaCppBackend
     from backends.models import DEFAULT_MODEL, FAST_MODEL, resolve
-    from benchmarks.fidelity import N_CTX
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="the smallest transcript: no-model, one 0.5B run")

@@ -235,7 +235,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
     backend = _load_backend(args)
     config = CompactionConfig(
         context_limit=args.context_limit, reserved=args.reserved, max_output_tokens=args.max_output_tokens,
-        use_model=not args.no_model,
+        use_model=not args.no_model, explicit=True,
     )
     try:
         config.budget()

@@ -20,7 +20,7 @@ from worker.service.store import Store
 CONTEXT = 8000
 HUGE_MESSAGE_BYTES = 50 * 1024 * 1024  # the 50 MB message, over the 32 MiB default limit
 NESTING = 100_000  # far past Python's recursion limit
-SMALL_CONTEXT = 256  # the smallest context_limit the API takes: its usable 192 cannot hold the 2000-token tail floor
+SMALL_CONTEXT = 256  # the smallest context_limit the API takes: its usable 192 cannot hold a 1024-token summary
 TRAJ = ROOT / "tests/fixtures/sweagent_marshmallow-code__marshmallow-1867.function_calling_replace_from_source.traj"
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -17,6 +18,7 @@ from worker.http.guards import check_bind
 from worker.service.scheduler import FOREGROUND_LANE
 from worker.service.store import Store
 
+ROOT = Path(__file__).resolve().parents[2]
 CONTEXT = 8000  # usable 6000, pre-threshold 3600: a 12-turn work_session is past it
 
 
@@ -99,9 +101,28 @@ def test_without_a_rolling_summary_the_compaction_calls_the_model_in_the_foregro
     assert backend.generate_calls == job["result"]["model_calls"]
     assert all(prio == 0 for prio, _tag in backend.started)  # foreground priority
     assert 'compactd_compactions_total{mode="sync"} 1' in client.get("/metrics").text
-    # A second compaction right away would free nothing: refused with the reason, 409.
+    # A second compaction right away has nothing outside the tail: refused with the reason, 409.
     err = assert_error(client.post("/v1/sessions/b/compact"), 409, "compaction_refused")
-    assert "nothing to compact" in err["message"] or "free only" in err["message"]
+    assert "nothing to compact" in err["message"]
+
+
+def test_an_explicit_compaction_of_an_agent_compacted_transcript_is_the_full_history(make_client):
+    """opencode compacted this session itself (its summary is the last message): POST compact
+    is a client asking, so it gets the checkpoint of the whole history, no larger than the
+    live context; compacting again on top of it finds nothing new."""
+    client, backend, _app = make_client(rolling=False)
+    body = (ROOT / "tests/fixtures/opencode-darkfactory_ses_39b7f9e89ffe7J0WzLzYrUt4eW.json").read_bytes()
+    r = client.post("/v1/sessions/oc/messages", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 200, r.text
+    r = client.post("/v1/sessions/oc/compact", params={"wait": "model"})
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["model_calls"] == 0 and "agent's summary" in out["fallback"]
+    assert out["tokens"]["after"] <= out["tokens"]["before"]
+    summary = next(m["content"] for m in out["checkpoint"]["messages"] if (m["content"] or "").startswith("[CONTEXT"))
+    assert "The agent's own summary of the earlier turns" in summary
+    err = assert_error(client.post("/v1/sessions/oc/compact", params={"wait": "model"}), 409, "compaction_refused")
+    assert "nothing to compact" in err["message"]
 
 
 def test_a_summary_for_an_agent_keeping_its_own_tail_cites_no_message_id(make_client):

@@ -141,13 +141,24 @@ def test_appending_one_message_counts_only_that_message(llama_backend, monkeypat
     assert len(calls) == 2
 
 
-def test_context_limit_smaller_than_the_tail_is_refused(llama_backend):
-    from worker.pipeline import CompactionConfig, CompactionRefused, compact
+def test_a_tail_larger_than_the_context_shrinks_and_below_the_floor_it_is_refused(llama_backend):
+    """The tail alone is over usable: the tail shrinks (below its floor), there is a checkpoint;
+    only where not even MIN_CHECKPOINT_SUMMARY fits is it refused, in one line with the numbers."""
+    from worker.pipeline import MIN_CHECKPOINT_SUMMARY, CompactionConfig, CompactionRefused, compact
 
     b = SessionBuilder().user("first request")
     b.tool("read_file", {"path": "a.py"}, big_output(1, 300))
     b.user("second request")
     b.tool("read_file", {"path": "b.py"}, big_output(2, 70))  # the tail alone: ~1.5k tokens
     session = b.build()
-    with pytest.raises(CompactionRefused, match="raise the context limit"):
-        compact(session, llama_backend, CompactionConfig(context_limit=1_200, reserved=100, use_model=False))
+    usable = MIN_CHECKPOINT_SUMMARY + 76
+    cp = compact(session, llama_backend, CompactionConfig(context_limit=usable + 100, reserved=100,
+                                                          use_model=False)).checkpoint
+    assert cp.tokens.after <= cp.budget.usable == usable
+    assert cp.tokens.tail < 1_500
+    with pytest.raises(CompactionRefused) as refused:
+        compact(session, llama_backend, CompactionConfig(context_limit=MIN_CHECKPOINT_SUMMARY, reserved=100,
+                                                         use_model=False))
+    message = str(refused.value)
+    assert "\n" not in message and "raise the context limit" in message
+    assert f"context limit {MIN_CHECKPOINT_SUMMARY} leaves only {MIN_CHECKPOINT_SUMMARY - 100} usable" in message

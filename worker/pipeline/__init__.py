@@ -4,6 +4,20 @@
 its own module (prune.py, tail.py, worker.facts, summarize.py, verify.py, checkpoint.py). Data
 flows one way. Nothing here knows an engine beyond the backend protocol, and nothing mutates
 the caller's session: prune returns a marked copy, the stored history stays whole.
+
+When a compaction is refused (`CompactionRefused`, one line with its numbers):
+- the loop guard, on the automatic paths only (rolling summaries, refinements): a compaction
+  that frees under MIN_FREE_SHARE of usable, or has nothing outside the recent tail, would be
+  triggered again at once;
+- an explicit one (`explicit`: `compactd compact`, `POST /v1/sessions/{id}/compact`) is never
+  refused for freeing little, and never grows what the agent holds: its checkpoint is capped
+  at the live context it replaces. When the agent compacted in-session and everything since
+  its summary fits the tail, it is the full-history checkpoint (the facts from before the
+  agent's summary are what compactd recovers), no larger than that summary plus what follows;
+- no path refuses where the system prompt plus MIN_CHECKPOINT_SUMMARY fits the usable budget:
+  the tail shrinks first (below its floor, to nothing if need be), then the summary, then the
+  summary is rendered more densely (checkpoint.fit_dense). Below that bound the refusal says
+  what the system prompt holds and what the context limit leaves.
 """
 
 from __future__ import annotations
@@ -27,7 +41,7 @@ from .checkpoint import (
     Section,
     bullets,
     fact_labels,
-    fit_sections,
+    fit_dense,
     ledger_sections,
     progress_section,
     render_summary,
@@ -58,12 +72,14 @@ from .verify import done_evidence, open_steps, verify_narrative
 
 FALLBACK_GOAL_MAX_CHARS = 600  # the user's words as the goal: a request, not a pasted log
 MIN_FREE_SHARE = 0.10  # a compaction that frees less than this share of usable would loop
+MIN_CHECKPOINT_SUMMARY = 1_024  # the least room a summary needs beside the system prompt to say what the history held
+FIT_ROUNDS = 4  # re-fits of the summary when the checkpoint's exact count (template markup included) is over its cap
 SUMMARY_MAX_TOKENS = 8_000  # the summary's own bound, whatever the window: keeps it from growing
 SUMMARY_SHARE = 0.35  # ... and at most this share of usable, so the tail and new turns fit
 
 
 class CompactionRefused(Exception):
-    """The loop guard said no (the compaction would not free enough); the reason is the message."""
+    """No checkpoint: the loop guard said no, or none fits the context; the reason is the message."""
 
 
 @dataclass
@@ -94,6 +110,10 @@ class CompactionConfig:
     # False: the reader cannot look compactd's message ids up (pi's extension gets the summary
     # text itself): the user's words are labelled as the user's and no message id is shown.
     cite_ids: bool = True
+    # A user or client asked for this compaction (`compactd compact`, POST .../compact): no loop
+    # guard, the checkpoint never larger than the live context, and an agent-compacted transcript
+    # with nothing outside the tail since its summary gives the full-history checkpoint.
+    explicit: bool = False
 
     def budget(self) -> Budget:
         return make_budget(self.context_limit, self.max_output_tokens, self.reserved)
@@ -178,9 +198,12 @@ def _count_before(session: Session, previous: Checkpoint | None, head_start: int
     return counter.total(session)
 
 
-def _split(working: Session, head_start: int, counter: TokenCounter, budget: Budget, config: CompactionConfig) -> _Split:
+def _split(working: Session, head_start: int, counter: TokenCounter, budget: Budget, config: CompactionConfig,
+           tail_budget: int | None = None) -> _Split:
+    """tail_budget: a smaller tail than preserve_recent_budget gives (its floor included), when
+    the checkpoint would not fit otherwise."""
     per_message = counter.per_message(working)
-    tail_budget = preserve_recent_budget(budget.usable)
+    tail_budget = preserve_recent_budget(budget.usable) if tail_budget is None else tail_budget
     if config.verbatim_tail:
         tail = select_tail(working, per_message, tail_budget, config.tail_turns, head_start=head_start)
     else:
@@ -217,23 +240,89 @@ def _facts(session: Session, previous: Checkpoint | None) -> _Facts:
     return _Facts(since_boundary, ledger, state, lang, sections, list(dict.fromkeys(changed)))
 
 
-def _guard(before: int, split: _Split, facts: _Facts, counter: TokenCounter, budget: Budget,
-           config: CompactionConfig) -> tuple[int, int, int]:
-    """Loop guard: project the result before spending a model call on it.
-    Returns (system tokens, summary limit, projected tokens)."""
+@dataclass
+class _Plan:
+    """What the checkpoint may hold, decided before any model call."""
+
+    system_tokens: int
+    summary_limit: int
+    projected: int
+    cap: int  # usable; for an explicit compaction never more than the live context it replaces
+    before: int
+
+
+def _agent_compacted(session: Session, head_start: int, previous: Checkpoint | None) -> bool:
+    """The head starts right after an agent's in-session summary that our previous checkpoint
+    (if any) does not already cover: everything before it is what a checkpoint can recover."""
+    summary = session.last_summary_index()
+    covered = boundary_index(session, previous.boundary_message_id) if previous is not None else 0
+    return summary is not None and summary == head_start - 1 and summary >= covered
+
+
+def _plan(session: Session, working: Session, head_start: int, previous: Checkpoint | None, before: int,
+          split: _Split, facts: _Facts, counter: TokenCounter, budget: Budget,
+          config: CompactionConfig) -> tuple[_Split, _Plan]:
+    """The refusals (see the module docstring), then the budget: project the result before
+    spending a model call on it, and shrink the tail when the projected summary would not fit
+    beside it. Returns the (possibly re-cut) split and the plan."""
     system_tokens = counter.messages([m.to_chat() for m in split.system_msgs]) if split.system_msgs else 0
     summary_limit = min(config.summary_max_tokens, int(budget.usable * SUMMARY_SHARE))
     deterministic = counter.text(render_summary(facts.sections, facts.lang))
     narrative_bound = config.max_new_tokens if config.use_model else 0
-    projected = system_tokens + min(summary_limit, deterministic + narrative_bound) + split.tail.tail_tokens
-    if not split.head and not config.swap:
-        raise CompactionRefused("nothing to compact: every message since the last summary is in the recent tail")
-    if config.loop_guard and before - projected < config.min_free_share * budget.usable:
+    need = min(summary_limit, deterministic + narrative_bound)
+    if system_tokens + MIN_CHECKPOINT_SUMMARY > budget.usable:
+        raise CompactionRefused(
+            f"no checkpoint fits: the system prompt holds {system_tokens} tokens, a checkpoint needs it plus "
+            f"{MIN_CHECKPOINT_SUMMARY} ({system_tokens + MIN_CHECKPOINT_SUMMARY}), but context limit "
+            f"{budget.context_limit} leaves only {budget.usable} usable (reserved {budget.reserved}): "
+            f"raise the context limit"
+        )
+    if not split.head and not config.swap and not (config.explicit and _agent_compacted(session, head_start, previous)):
+        raise CompactionRefused(
+            f"nothing to compact: every message since the last summary is in the recent tail "
+            f"({len(split.tail_msgs)} messages, {split.tail.tail_tokens} tokens)"
+        )
+    projected = system_tokens + need + split.tail.tail_tokens
+    if config.loop_guard and not config.explicit and before - projected < config.min_free_share * budget.usable:
         raise CompactionRefused(
             f"compaction would free only {max(0, before - projected)} of {before} tokens "
             f"(< {config.min_free_share:.0%} of usable {budget.usable}): refusing, it would loop"
         )
-    return system_tokens, summary_limit, projected
+    cap = min(budget.usable, before) if config.explicit else budget.usable
+    room = cap - system_tokens
+    if split.tail.tail_tokens and split.tail.tail_tokens + need > room:
+        # The tail first: its older messages join the head (summarized, their facts in the ledger).
+        split = _split(working, head_start, counter, budget, config, tail_budget=max(0, room - need))
+    summary_limit = max(0, min(summary_limit, room - split.tail.tail_tokens))
+    projected = system_tokens + min(need, summary_limit) + split.tail.tail_tokens
+    return split, _Plan(system_tokens, summary_limit, projected, cap, before)
+
+
+def _fit(sections: dict[str, Section], lang: str, split: _Split, plan: _Plan, counter: TokenCounter,
+         budget: Budget, session_id: str, reference_prefix: bool) -> tuple[dict[str, Section], str, int, list[dict], int]:
+    """The summary fitted so the whole checkpoint, counted exactly, is within the plan's cap:
+    the summary's limit lowered by what the template's markup added, rendered more densely
+    when the ranked fit cannot get under it. Refused, with the numbers, only if nothing fits."""
+    system = [m.to_chat() for m in split.system_msgs]
+    tail = [m.to_chat() for m in split.tail_msgs if not m.compacted]
+    limit = plan.summary_limit
+    after = summary_tokens = 0
+    for _ in range(FIT_ROUNDS):
+        fitted, text, summary_tokens = fit_dense(sections, lang, limit, counter.text, session_id,
+                                                 reference_prefix=reference_prefix)
+        messages = system + [{"role": "user", "content": text}] + tail
+        after = counter.messages(messages)
+        if after <= plan.cap:
+            return fitted, text, summary_tokens, messages, after
+        limit = min(limit, summary_tokens) - (after - plan.cap)
+        if limit <= 0:
+            break
+    where = (f"context limit {budget.context_limit} leaves only {budget.usable} usable: raise the context limit"
+             if plan.cap == budget.usable else f"the live context it replaces holds only {plan.before}")
+    raise CompactionRefused(
+        f"the checkpoint would hold {after} tokens (system {plan.system_tokens}, tail {split.tail.tail_tokens}, "
+        f"summary {summary_tokens}) but {where}"
+    )
 
 
 def _narrate(session: Session, backend: Backend, config: CompactionConfig, previous: Checkpoint | None,
@@ -278,6 +367,9 @@ def _narrate(session: Session, backend: Backend, config: CompactionConfig, previ
         fallback = "model disabled: deterministic checkpoint" + (
             ", narrative carried from the previous checkpoint" if prev_narr is not None else ""
         )
+    elif not head:
+        # An explicit compaction of an agent-compacted transcript: nothing new for the model.
+        fallback = "nothing after the agent's summary is outside the recent tail: its summary carried, facts from the whole history"
     if not narrative.goal:
         narrative.goal = fallback_goal
     if prev_narr is not None and (not result or fallback):
@@ -350,7 +442,8 @@ def compact(
     facts = _facts(session, previous)
     stage["ledger_ms"] = (time.perf_counter() - t) * 1000
 
-    system_tokens, summary_limit, projected = _guard(before, split, facts, counter, budget, config)
+    split, plan = _plan(session, working, head_start, previous, before, split, facts, counter, budget, config)
+    system_tokens, summary_limit, projected = plan.system_tokens, plan.summary_limit, plan.projected
 
     t = time.perf_counter()
     story = _narrate(session, backend, config, previous, head_start, split.head, facts, say)
@@ -360,25 +453,18 @@ def compact(
     stage["summarize_ms"] = (time.perf_counter() - t) * 1000
 
     t = time.perf_counter()
-    sections, summary_text, summary_tokens = fit_sections(
-        {**facts.sections, **_narrative_sections(story.narrative, facts.lang)}, facts.lang, summary_limit, counter.text,
-        session.id, reference_prefix=config.reference_prefix)
+    sections, summary_text, summary_tokens, checkpoint_messages, after = _fit(
+        {**facts.sections, **_narrative_sections(story.narrative, facts.lang)}, facts.lang, split, plan, counter,
+        budget, session.id, config.reference_prefix)
     if not config.cite_ids:
         # The record keeps its ids (the page links facts to messages); the agent's text has none.
         ids = id_forms([m.id for m in session.messages])
         plain = user_labelled(sections, ids, fact_labels(facts.lang)["user"] + ":")
-        summary_text = strip_message_ids(render_summary(plain, facts.lang, reference_prefix=config.reference_prefix), ids)
-        summary_tokens = counter.text(summary_text)
-    checkpoint_messages = ([m.to_chat() for m in split.system_msgs] + [{"role": "user", "content": summary_text}]
-                           + [m.to_chat() for m in split.tail_msgs if not m.compacted])
-    after = counter.messages(checkpoint_messages)
-    if after > budget.usable:
-        # The tail has a floor (TAIL_MIN_TOKENS) that a tiny context cannot hold: storing this
-        # checkpoint would overflow the agent's very next request.
-        raise CompactionRefused(
-            f"the checkpoint would hold {after} tokens (tail {split.tail.tail_tokens}, summary {summary_tokens}) "
-            f"but context limit {budget.context_limit} leaves only {budget.usable} usable: raise the context limit"
-        )
+        stripped = strip_message_ids(render_summary(plain, facts.lang, reference_prefix=config.reference_prefix), ids)
+        checkpoint_messages = [{**m, "content": stripped} if m.get("content") == summary_text else m
+                               for m in checkpoint_messages]
+        summary_text, summary_tokens = stripped, counter.text(stripped)
+        after = counter.messages(checkpoint_messages)
     stage["checkpoint_ms"] = (time.perf_counter() - t) * 1000
     stage["total_ms"] = (time.perf_counter() - t_all) * 1000
 
@@ -391,6 +477,14 @@ def compact(
                                 summary_limit=summary_limit, tail_budget=split.tail_budget),
     )
     return CompactionResult(checkpoint, working, story.result, stage, sections)
+
+
+def _covered_until(working: Session, head_start: int, previous: Checkpoint | None) -> str | None:
+    """With no head, the last message the summary covers: the agent's summary the full-history
+    checkpoint replaces, else the previous checkpoint's boundary (a swap)."""
+    if head_start and working.messages[head_start - 1].is_summary:
+        return working.messages[head_start - 1].id
+    return previous.boundary_message_id if previous else None
 
 
 def _record(session: Session, working: Session, previous: Checkpoint | None, head_start: int, split: _Split,
@@ -409,7 +503,7 @@ def _record(session: Session, working: Session, previous: Checkpoint | None, hea
         narrative=story.narrative.to_dict(),
         ledger=facts.ledger.to_dict(),
         work_state=facts.state.to_dict(),
-        boundary_message_id=head[-1].id if head else (previous.boundary_message_id if previous else None),
+        boundary_message_id=head[-1].id if head else _covered_until(working, head_start, previous),
         tail_message_ids=[m.id for m in split.tail_msgs],
         messages=messages,
         tokens=tokens,
@@ -435,4 +529,4 @@ def _record(session: Session, working: Session, previous: Checkpoint | None, hea
     )
 
 
-__all__ = ["CompactionConfig", "CompactionRefused", "CompactionResult", "compact"]
+__all__ = ["MIN_CHECKPOINT_SUMMARY", "CompactionConfig", "CompactionRefused", "CompactionResult", "compact"]

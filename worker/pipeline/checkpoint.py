@@ -10,7 +10,9 @@ once, at the end. Fitting is by importance, not position: every bullet (and sub-
 rank, and the budget is filled in rank order (unresolved errors, the user's rules verbatim, open
 work, files changed, the last failing and passing runs, then done work, reads and detail).
 Nothing goes silently: each shrunk list says how many items it left out, and Critical Context
-says where they are (history search / around, over HTTP or the CLI). Every label (section titles, "(none)", the facts' own words, in each
+says where they are (history search / around, over HTTP or the CLI). When even the ranked fit
+and the shrink steps miss (a budget barely above the empty skeleton), `fit_dense` renders more
+densely: the narrative's lists shrink too, then the goal is cut in the middle. Every label (section titles, "(none)", the facts' own words, in each
 language) lives in this module and nowhere else.
 """
 
@@ -25,6 +27,7 @@ from ..facts.ledger import RULE_LINE_RE, ErrorFact, Ledger
 from ..facts.shell import only_looks
 from ..facts.text import code, command_result, cut_middle, one_line
 from ..facts.workstate import WorkItem, WorkState
+from .anchor import bounded
 from .stats import CheckpointAudit, CheckpointBudget, CheckpointTokens, Timings, Verification
 
 SECTIONS = (
@@ -349,6 +352,35 @@ def fit_sections(sections: dict[str, Section], lang: str, limit: int, count: Cal
             break
         fitted = {k: (v.shrunk(keep) if k in DETERMINISTIC else v) for k, v in fitted.items()}
         text = render(fitted)
+        n = count(text)
+    return fitted, text, n
+
+
+def fit_dense(sections: dict[str, Section], lang: str, limit: int, count: Callable[[str], int],
+              session_id: str = "<session>", *, reference_prefix: bool = True) -> tuple[dict[str, Section], str, int]:
+    """fit_sections, then, when it cannot get under `limit` (the narrative sections are never
+    shrunk there), a denser render: every list shrunk by position, the narrative's too, then the
+    goal (with the agent's summary quoted in it) cut in the middle, then the whole text."""
+    fitted, text, n = fit_sections(sections, lang, limit, count, session_id, reference_prefix=reference_prefix)
+    if n <= limit:
+        return fitted, text, n
+
+    def render(secs: dict[str, Section]) -> str:
+        return render_summary(secs, lang, reference_prefix=reference_prefix)
+    for keep in SHRINK_STEPS:
+        fitted = {k: v.shrunk(keep) for k, v in fitted.items()}
+        text = render(fitted)
+        n = count(text)
+        if n <= limit:
+            return fitted, text, n
+    goal = fitted.get("Goal", Section()).text
+    room = limit - (n - count(goal)) if goal else 0
+    if goal:
+        fitted = {**fitted, "Goal": Section(text=bounded(goal, room, count) if room > 0 else "")}
+        text = render(fitted)
+        n = count(text)
+    if n > limit:  # a quoted rule or a file list longer than the whole budget: the text itself, cut
+        text = bounded(text, limit, count)
         n = count(text)
     return fitted, text, n
 

@@ -92,7 +92,10 @@ class Refinements:
         if self.committed(session_id)[0] != instant_version:
             return {"status": "stale"}
         backend = JobBackend(self.require_backend(), job, self.scheduler)
-        config = replace(config, use_model=True, priority=job.priority)  # the instant one's, with the model
+        # The instant one's, with the model; automatic, so the loop guard is on again where it was
+        # the agent's tail (an explicit instant compaction's refinement must free enough to be worth it).
+        config = replace(config, use_model=True, priority=job.priority, explicit=False,
+                         loop_guard=config.loop_guard or config.explicit)
         assert self.counter is not None
         try:
             result = compact(session, backend, config, previous=committed, counter=self.counter, held_tokens=held)
