@@ -503,8 +503,8 @@ def add_integrate_command(sub: Any) -> None:
     p.add_argument("--project", default=".", metavar="DIR", help="the project directory (default: the current one)")
     p.add_argument("--print", action="store_true", help="print the merged file instead of writing it")
     where = p.add_mutually_exclusive_group()
-    where.add_argument("--url", help="compactd's URL (default: from --host/--port of `serve`, COMPACTD_HOST / "
-                                     "COMPACTD_PORT, else http://127.0.0.1:7433)")
+    where.add_argument("--url", help="compactd's URL, no path (default: http://127.0.0.1:7433, or as "
+                                     "COMPACTD_HOST / COMPACTD_PORT say)")
     where.add_argument("--port", type=int, help="the port `compactd serve --port` listens on")
     codex = p.add_argument_group("Codex (a model Codex does not know needs all three)")
     codex.add_argument("--upstream-model", metavar="NAME", help="Codex's `model`: the upstream's model name")
