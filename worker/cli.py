@@ -317,7 +317,7 @@ def _save_compaction(args: argparse.Namespace, session: Any, result: Any, wall: 
     except StoreError as exc:
         raise CliError(f"cannot save to {db}: {exc}") from None
     return (f"saved: session {session.id} checkpoint v{version} in {db}; run `compactd serve` and open "
-            f"http://127.0.0.1:{Settings().port}/sessions/{session.id}")
+            f"{Settings().serve_url()}/sessions/{session.id}")
 
 
 def cmd_convert_mlx(args: argparse.Namespace) -> int:
@@ -407,6 +407,13 @@ def preflight(settings: Settings) -> None:
 LISTENING = "compactd: listening on"
 
 
+def startup_note(settings: Settings) -> str:
+    """`serve`'s start-up line on stderr: the model loading, and --upstream when set."""
+    upstream = (f"; every other /v1/responses request goes to --upstream {_without_userinfo(settings.upstream)}"
+                if settings.upstream else "")
+    return f"compactd: the model loads in the background; GET /health turns 200 when ready{upstream}"
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from .service.records import StoreError
 
@@ -425,7 +432,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     def announce(url: str) -> None:
         # The bound address (the real port for --port 0), on stdout's first line for scripts.
         print(f"{LISTENING} {url}", flush=True)
-        print("compactd: the model loads in the background; GET /health turns 200 when ready", file=sys.stderr)
+        print(startup_note(settings), file=sys.stderr)
 
     server = announcing_server(uvicorn_config(app, settings), announce)
     # uvicorn re-raises SIGTERM once its graceful shutdown is done; a requested stop of a
@@ -433,6 +440,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda _sig, _frame: None)
     server.run()
     return 0 if server.started else 1
+
+
+def _without_userinfo(url: str) -> str:
+    """A URL as it may be printed: any user:password@ in it left out."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
 def cmd_hook_claude_code(args: argparse.Namespace) -> int:
@@ -447,6 +462,58 @@ def cmd_hook_claude_code(args: argparse.Namespace) -> int:
     if out:
         print(out)
     return 0
+
+
+def cmd_integrate(args: argparse.Namespace) -> int:
+    """Writes (or with --print, prints) one agent's config for compactd; see worker/integrate.py."""
+    from .integrate import CodexOptions, IntegrateError, describe, plan, write
+
+    try:
+        url = args.url or load_settings(**({"port": args.port} if args.port is not None else {})).serve_url()
+        codex = CodexOptions(model=args.upstream_model, context_window=args.context_window,
+                             auto_compact_limit=args.auto_compact_limit, env_key=args.env_key)
+        if args.agent != "codex" and codex != CodexOptions():
+            raise IntegrateError("--upstream-model, --context-window, --auto-compact-limit and --env-key are "
+                                 "Codex's: use them with `integrate codex`")
+        p = plan(args.agent, url, project=Path(args.project).absolute(), global_=args.global_, codex=codex)
+        if not args.print:
+            write(p)
+    except (IntegrateError, SettingsError) as exc:
+        raise CliError(str(exc)) from None
+    for note in p.notes:
+        print(f"compactd: note: {note}", file=sys.stderr)
+    if args.print:
+        sys.stdout.write(p.text)
+        print(f"compactd: --print: {p.path} {'would change' if p.changed else 'is up to date'}; nothing written",
+              file=sys.stderr)
+    else:
+        print(describe(p, url))
+    return 0
+
+
+def add_integrate_command(sub: Any) -> None:
+    from .integrate import AGENTS
+
+    p = sub.add_parser("integrate", help="set an agent up to compact through `compactd serve` (its config, merged)",
+                       description="Writes AGENT's config for compactd, merged into what is there, with absolute "
+                                   "commands and the serve URL; a second run changes nothing.")
+    p.add_argument("agent", metavar="AGENT", help=f"one of {', '.join(AGENTS)}")
+    p.add_argument("--global", dest="global_", action="store_true",
+                   help="the user-level config instead of the project's (Codex has only the user-level one)")
+    p.add_argument("--project", default=".", metavar="DIR", help="the project directory (default: the current one)")
+    p.add_argument("--print", action="store_true", help="print the merged file instead of writing it")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--url", help="compactd's URL, no path (default: http://127.0.0.1:7433, or as "
+                                     "COMPACTD_HOST / COMPACTD_PORT say)")
+    where.add_argument("--port", type=int, help="the port `compactd serve --port` listens on")
+    codex = p.add_argument_group("Codex (a model Codex does not know needs all three)")
+    codex.add_argument("--upstream-model", metavar="NAME", help="Codex's `model`: the upstream's model name")
+    codex.add_argument("--context-window", type=int, metavar="TOKENS", help="Codex's `model_context_window`")
+    codex.add_argument("--auto-compact-limit", type=int, metavar="TOKENS",
+                       help="Codex's `model_auto_compact_token_limit` (default: 90%% of --context-window)")
+    codex.add_argument("--env-key", metavar="VAR",
+                       help="the variable holding the upstream's API key, sent through (default OPENAI_API_KEY)")
+    p.set_defaults(func=cmd_integrate)
 
 
 def cmd_history_search(args: argparse.Namespace) -> int:
@@ -582,6 +649,7 @@ def build_parser(defaults: Settings | None = None) -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_bench)
 
     add_service_commands(sub, defaults)
+    add_integrate_command(sub)
     p = sub.add_parser("hook", help="an agent hook command (reads the hook's JSON on stdin)")
     hsub = p.add_subparsers(dest="agent", required=True)
     h = hsub.add_parser("claude-code", help="Claude Code PreCompact / SessionStart(compact) hook: compactd's facts, no model")

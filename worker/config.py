@@ -93,6 +93,15 @@ class Settings(BaseSettings):
             raise ValueError("must be an http:// or https:// URL")
         return value
 
+    def serve_url(self) -> str:
+        """The URL an agent on this machine reaches `compactd serve` at (no path): the one
+        place the integrations' port and address come from. A wildcard bind is reached over
+        loopback."""
+        host = {"": DEFAULT_HOST, "0.0.0.0": DEFAULT_HOST, "::": "::1"}.get(self.host, self.host)
+        if ":" in host and not host.startswith("["):
+            host = f"[{host}]"  # an IPv6 literal
+        return f"http://{host}:{self.port}"
+
     def api_key_value(self) -> str | None:
         return self.api_key.get_secret_value() if self.api_key is not None else None
 

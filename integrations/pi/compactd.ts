@@ -7,7 +7,8 @@
  * turns), and returns compactd's summary as pi's compaction. When compactd is not reachable
  * (a short health check) or fails, it returns nothing and pi compacts as it always does.
  *
- * Install: `pi -e integrations/pi/compactd.ts`, or copy it to ~/.pi/agent/extensions/.
+ * Install: `compactd integrate pi` copies it to the project's .pi/extensions/ (`--global`:
+ * ~/.pi/agent/extensions/), where pi finds it, with compactd's URL as the default below.
  * COMPACTD_URL (default http://127.0.0.1:7433), COMPACTD_API_KEY, COMPACTD_TIMEOUT_MS.
  */
 import type { ExtensionAPI } from "@mariozechner/pi-coding-agent";

@@ -12,6 +12,7 @@ import fcntl
 import os
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,3 +62,35 @@ def install(agent: Agent) -> Path:
     if not exe.exists():
         raise RuntimeError(f"npm installed {agent.package}@{agent.version} but {exe} is missing")
     return exe
+
+
+# -- set-up as README says: `compactd integrate AGENT` in the project, the venv not on PATH --------
+
+REPO = Path(__file__).resolve().parents[2]
+VENV_BIN = Path(sys.executable).parent  # where `compactd` lives (`make demo`: .venv/bin)
+
+
+def bare_path() -> str:
+    """PATH without the venv's bin dir: `compactd` is not a command there (the user never
+    activated the venv)."""
+    path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep)
+                           if p and Path(p).resolve() != VENV_BIN.resolve())
+    assert shutil.which("compactd", path=path) is None, path
+    return path
+
+
+def checkout_env(**extra: str) -> dict[str, str]:
+    """For what runs compactd's code (integrate, the hook it writes): PYTHONPATH names this
+    checkout, since the venv's editable install may be another checkout's."""
+    return {"PYTHONPATH": str(REPO), **extra}
+
+
+def integrate(agent: str, project: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    """`compactd integrate AGENT ARGS` run as README says: the venv's interpreter, cwd the
+    project (outside the repository), PATH without the venv; its stdout."""
+    assert not project.resolve().is_relative_to(REPO), project
+    done = subprocess.run([sys.executable, "-m", "worker.cli", "integrate", agent, *args], cwd=project,
+                          env={"PATH": bare_path(), "HOME": str(project), **(env or {}), **checkout_env()},
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0 and done.stdout.startswith("wrote: "), (done.stdout, done.stderr)
+    return done.stdout

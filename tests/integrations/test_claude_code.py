@@ -1,8 +1,10 @@
 """Claude Code 2.1.197 (the real CLI from npm) compacting with `compactd hook claude-code`.
 
-Headless and offline: ANTHROPIC_BASE_URL points at the loopback StubModel, HOME and
-CLAUDE_CONFIG_DIR at tmp dirs holding integrations/claude-code/settings.json with the hook
-command rewritten to this checkout's interpreter. One turn runs a real failing command through
+Set up as README says: `compactd integrate claude-code` run in a project directory outside
+the clone writes the project's .claude/settings.json, and Claude Code then runs there with the
+venv not on PATH (`compactd` is no command), so the hook runs only by the absolute command
+integrate wrote. Headless and offline: ANTHROPIC_BASE_URL points at the loopback StubModel,
+HOME and CLAUDE_CONFIG_DIR at empty tmp dirs. One turn runs a real failing command through
 Claude Code's Bash tool (the exact error line lands in its transcript), a second turn follows,
 then `/compact`, then one more turn. The stub's own summary drops the error line, so:
 
@@ -16,12 +18,9 @@ The hook loads no model (it runs on Claude Code's critical path), so this test h
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-from pathlib import Path
 
-from tests.integrations.agents import CLAUDE_CODE, install
+from tests.integrations.agents import CLAUDE_CODE, bare_path, checkout_env, install, integrate
 from tests.integrations.loopback import (
     ERROR_LINE,
     FIRST_PROMPT,
@@ -33,9 +32,8 @@ from tests.integrations.loopback import (
     write_failing_program,
 )
 from worker.agents.claude_code import CHECKPOINT_HEADER, PRECOMPACT_HEADER
+from worker.integrate import hook_command
 
-REPO = Path(__file__).resolve().parents[2]
-SETTINGS = REPO / "integrations" / "claude-code" / "settings.json"
 TURN_TIMEOUT_S = 180  # one headless turn against the loopback stub takes ~5 s; a cold start more
 
 
@@ -50,18 +48,6 @@ def texts(value: object) -> list[str]:
     return []
 
 
-def settings_for_test() -> dict:
-    """The shipped settings, the `compactd` command replaced by this checkout's interpreter."""
-    shipped = json.loads(SETTINGS.read_text())
-    command = f"cd {REPO} && {sys.executable} -m worker.cli hook claude-code"
-    for groups in shipped["hooks"].values():
-        for group in groups:
-            for hook in group["hooks"]:
-                assert hook["command"] == "compactd hook claude-code", hook
-                hook["command"] = command
-    return shipped
-
-
 def test_claude_code_compaction_carries_compactd_facts(tmp_path):
     exe = install(CLAUDE_CODE)
     home, work = tmp_path / "home", tmp_path / "work"
@@ -69,13 +55,15 @@ def test_claude_code_compaction_carries_compactd_facts(tmp_path):
     config.mkdir(parents=True)
     work.mkdir()
     write_failing_program(work)
-    settings = settings_for_test()
+    integrate("claude-code", work)
+    settings = json.loads((work / ".claude" / "settings.json").read_text())
     assert set(settings["hooks"]) == {"PreCompact", "SessionStart"}
     assert settings["hooks"]["SessionStart"][0]["matcher"] == "compact"
-    (config / "settings.json").write_text(json.dumps(settings))
+    assert {h["command"] for groups in settings["hooks"].values() for g in groups for h in g["hooks"]} == \
+        {hook_command()}
 
     with StubModel() as stub:
-        env = {"PATH": os.environ["PATH"], "HOME": str(home), "CLAUDE_CONFIG_DIR": str(config),
+        env = {"PATH": bare_path(), **checkout_env(), "HOME": str(home), "CLAUDE_CONFIG_DIR": str(config),
                "ANTHROPIC_BASE_URL": stub.url, "ANTHROPIC_API_KEY": "loopback-only",
                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1",
                "DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1"}

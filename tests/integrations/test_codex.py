@@ -1,8 +1,11 @@
 """Codex 0.171.0 (the real CLI from npm) with compactd as its provider: compaction answered by
 compactd, every other turn forwarded to the loopback StubModel (`compactd serve --upstream`).
 
-Headless and offline: CODEX_HOME is a tmp dir whose config.toml names compactd (wire_api
-responses) with a low `model_auto_compact_token_limit`. The first `codex exec` runs a real
+Set up as README says: CODEX_HOME is a tmp dir whose config.toml holds the user's own settings,
+and `compactd integrate codex --url ... --upstream-model ... --context-window ...
+--auto-compact-limit ...`, run in a project directory outside the clone, merges compactd's
+provider block and the model keys (a low `model_auto_compact_token_limit`) into it. Codex runs
+in that project with the venv not on PATH, headless and offline. The first `codex exec` runs a real
 failing command through Codex's shell tool; the stub then reports a usage above the limit, so
 the next `codex exec resume --last` compacts before its turn. compactd answers the compaction
 with the real bundled 0.5B and the real pipeline; the stub's log of the turn after it must hold
@@ -12,13 +15,13 @@ compactd's summary: its sections and the exact error line from the first turn.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 
 import pytest
+import tomllib
 
 from tests.fakes import served_app
-from tests.integrations.agents import CODEX, install
+from tests.integrations.agents import CODEX, bare_path, install, integrate
 from tests.integrations.loopback import (
     ERROR_LINE,
     FIRST_PROMPT,
@@ -31,19 +34,12 @@ AUTO_COMPACT_LIMIT = 20_000  # Codex compacts before a turn once the last usage 
 HIGH_USAGE = 30_000  # what the stub reports after the tool ran: over the limit, once
 TURN_TIMEOUT_S = 900  # the compaction turn runs the 0.5B on a CPU: ~30 s idle, 4 min on a loaded 2-core VM
 
-CONFIG = """model = "stub-model"
-model_provider = "compactd"
-model_context_window = 32000
-model_auto_compact_token_limit = {limit}
-approval_policy = "never"
+# The user's config before integrate: their own choices, and retries off in compactd's provider
+# table (a failed request fails the test at once); integrate keeps all of them.
+USERS_CONFIG = """approval_policy = "never"
 sandbox_mode = "danger-full-access"
 
 [model_providers.compactd]
-name = "compactd"
-base_url = "{url}/v1"
-wire_api = "responses"
-env_key = "COMPACTD_TEST_KEY"
-stream_idle_timeout_ms = 900000
 request_max_retries = 0
 stream_max_retries = 0
 """
@@ -57,8 +53,15 @@ def test_codex_compaction_is_compactds(tmp_path, llama_backend):
     work.mkdir()
     write_failing_program(work)
     with StubModel(high_usage_after_tool=HIGH_USAGE) as stub, served_app(llama_backend, upstream=stub.url) as cd:
-        (home / "config.toml").write_text(CONFIG.format(limit=AUTO_COMPACT_LIMIT, url=cd.url))
-        env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "CODEX_HOME": str(home),
+        (home / "config.toml").write_text(USERS_CONFIG)
+        integrate("codex", work, "--url", cd.url, "--upstream-model", "stub-model", "--context-window", "32000",
+                  "--auto-compact-limit", str(AUTO_COMPACT_LIMIT), "--env-key", "COMPACTD_TEST_KEY",
+                  env={"CODEX_HOME": str(home)})
+        config = tomllib.loads((home / "config.toml").read_text())
+        assert config["model_provider"] == "compactd" and config["approval_policy"] == "never"
+        assert config["model_providers"]["compactd"]["base_url"] == cd.url + "/v1"
+        assert config["model_providers"]["compactd"]["request_max_retries"] == 0
+        env = {"PATH": bare_path(), "HOME": str(tmp_path), "CODEX_HOME": str(home),
                "COMPACTD_TEST_KEY": "loopback-only", "NO_COLOR": "1"}
 
         def codex(*args: str) -> subprocess.CompletedProcess:

@@ -1,5 +1,8 @@
 """opencode (the real, pinned CLI) hands its compaction to compactd through config alone.
 
+Set up as README says: the project's own opencode.json (its main model, here the stub) gets
+compactd merged in by `compactd integrate opencode --url ...` run in the project directory,
+outside the clone; opencode runs there with the venv not on PATH.
 opencode runs headless and offline in a temp home: its main model is a loopback stub that has
 it run a failing test, then reports an overflowing usage once; its compaction model is compactd
 (`agent.compaction.model`), served by the real app with the bundled 0.5B. The summary opencode
@@ -16,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integrations.agents import OPENCODE, install
+from tests.integrations.agents import OPENCODE, bare_path, install, integrate
 from tests.integrations.chat_stub import ChatStub
 
 pytestmark = pytest.mark.model
@@ -31,26 +34,26 @@ SECTIONS = ("## Objective", "## Important Details", "## Work State", "### Comple
             "## Next Move", "## Relevant Files")
 
 
-def opencode_config(stub_url: str, compactd_url: str) -> dict:
-    """integrations/opencode/opencode.json, with a stub main model beside it."""
-    shipped = json.loads((Path(__file__).resolve().parents[2] / "integrations/opencode/opencode.json").read_text())
-    shipped["provider"]["compactd"]["options"]["baseURL"] = compactd_url + "/v1"
-    shipped["provider"]["mainstub"] = {
-        "npm": "@ai-sdk/openai-compatible", "name": "stub",
-        "options": {"baseURL": stub_url, "apiKey": "none"},
-        "models": {"main-model": {"name": "stub", "limit": {"context": MAIN_CONTEXT, "output": MAIN_OUTPUT}}},
+def users_config(stub_url: str) -> dict:
+    """The project's opencode.json before integrate: the user's main model (the stub) and choices."""
+    return {
+        "provider": {"mainstub": {
+            "npm": "@ai-sdk/openai-compatible", "name": "stub",
+            "options": {"baseURL": stub_url, "apiKey": "none"},
+            "models": {"main-model": {"name": "stub", "limit": {"context": MAIN_CONTEXT, "output": MAIN_OUTPUT}}},
+        }},
+        "model": "mainstub/main-model",
+        "small_model": "mainstub/main-model",
+        "compaction": {"tail_turns": 0},  # the whole turn is summarized
+        "permission": {"bash": "allow", "edit": "allow"},
     }
-    shipped["model"] = "mainstub/main-model"
-    shipped["small_model"] = "mainstub/main-model"
-    shipped["compaction"] = {**shipped.get("compaction", {}), "tail_turns": 0}  # the whole turn is summarized
-    shipped["permission"] = {"bash": "allow", "edit": "allow"}
-    return shipped
 
 
 def isolated_env(home: Path, work: Path) -> dict[str, str]:
     """opencode's config, data and cache in `home`; PWD too (opencode finds its project config
     from PWD, not from the process's working directory)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENCODE", "XDG_"))}
+    env["PATH"] = bare_path()
     for name in ("CONFIG", "DATA", "CACHE", "STATE"):
         (home / name.lower()).mkdir(parents=True, exist_ok=True)
         env[f"XDG_{name}_HOME"] = str(home / name.lower())
@@ -67,7 +70,11 @@ def test_opencode_carries_compactds_summary(compactd_url, tmp_path):
     (work / "test_foo.py").write_text(
         "from foo import foo\n\nassert foo() == 2, f\"foo() returned {foo()}, expected 2\"\nprint('ok')\n")
     with ChatStub("python3 test_foo.py", inflate_once=INFLATED) as stub:
-        (work / "opencode.json").write_text(json.dumps(opencode_config(stub.url, compactd_url), indent=1))
+        (work / "opencode.json").write_text(json.dumps(users_config(stub.url), indent=1))
+        integrate("opencode", work, "--url", compactd_url)
+        config = json.loads((work / "opencode.json").read_text())
+        assert config["model"] == "mainstub/main-model" and config["compaction"] == {"tail_turns": 0, "auto": True}
+        assert config["agent"]["compaction"]["model"] == "compactd/qwen2.5-coder-1.5b"
         proc = subprocess.run([str(exe), "run", PROMPT], cwd=work, env=isolated_env(tmp_path / "home", work),
                               capture_output=True, text=True, timeout=RUN_TIMEOUT_S, stdin=subprocess.DEVNULL)
         requests = list(stub.requests)

@@ -1,5 +1,8 @@
 """pi (the real, pinned CLI) hands its compaction to compactd through integrations/pi/compactd.ts.
 
+Set up as README says: `compactd integrate pi --url ...` run in a project directory outside the
+clone copies the extension to the project's .pi/extensions/ with the URL as its default; pi runs
+there with no -e, no COMPACTD_URL and the venv not on PATH, and finds it itself.
 pi runs headless (`--mode rpc`) and offline in a temp agent dir: its main model is a loopback
 stub that has it run a failing test; then an RPC `compact` fires `session_before_compact`, the
 extension posts the untruncated messages to compactd's session API (the real app with the
@@ -21,13 +24,11 @@ from typing import Any
 import pytest
 
 from tests.fakes import free_port
-from tests.integrations.agents import PI, install
+from tests.integrations.agents import PI, bare_path, install, integrate
 from tests.integrations.chat_stub import REPLY, ChatStub
 
 pytestmark = pytest.mark.model
 
-ROOT = Path(__file__).resolve().parents[2]
-EXTENSION = ROOT / "integrations/pi/compactd.ts"
 TURN_TIMEOUT_S = 120  # one stubbed turn (pi start-up included)
 COMPACT_TIMEOUT_S = 900  # one 0.5B compaction on a busy 2-core CPU
 ERROR_LINE = "AssertionError: foo() returned 1, expected 2"
@@ -107,10 +108,12 @@ def pi_session(exe: Path, tmp: Path, stub: ChatStub, compactd_url: str) -> Rpc:
     (work / "foo.py").write_text("def foo():\n    return 1\n")
     (work / "test_foo.py").write_text(
         "from foo import foo\n\nassert foo() == 2, f\"foo() returned {foo()}, expected 2\"\nprint('ok')\n")
+    integrate("pi", work, "--url", compactd_url)
+    assert f'?? "{compactd_url}"' in (work / ".pi/extensions/compactd.ts").read_text()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PI_", "COMPACTD_"))}
-    env.update(PI_CODING_AGENT_DIR=str(home), HOME=str(tmp), PWD=str(work), COMPACTD_URL=compactd_url)
+    env.update(PATH=bare_path(), PI_CODING_AGENT_DIR=str(home), HOME=str(tmp), PWD=str(work))
     argv = [str(exe), "--offline", "--mode", "rpc", "--provider", "mainstub", "--model", "main-model",
-            "--session-dir", str(tmp / "sessions"), "-e", str(EXTENSION)]
+            "--session-dir", str(tmp / "sessions")]
     return Rpc(argv, work, env, tmp / "pi.err")
 
 
