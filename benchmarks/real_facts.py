@@ -39,8 +39,12 @@ KINDS = ("error", "path", "command", "constraint", "decision", "open")
 WORDS_SHARE = 0.6  # "most content words": a paraphrase may drop a word or two, not half of them
 MAX_LISTED = 8  # missing facts listed per run in the JSON
 # Keys of a raw record whose string values are readable summary text (Claude Code message
-# content, Codex `compacted` message and replacement history, opencode parts).
-SUMMARY_TEXT_KEYS = frozenset({"text", "content", "message"})
+# content, Codex `compacted` message and replacement history, opencode parts), and pi's
+# `compaction` entry, which keeps its text under `summary` (pi-mono
+# packages/coding-agent/docs/session.md, "CompactionEntry": {"type": "compaction", "summary": ...,
+# "firstKeptEntryId": ..., "tokensBefore": ...}; the same key in its `compactionSummary` message,
+# packages/coding-agent/src/core/messages.ts).
+SUMMARY_TEXT_KEYS = frozenset({"text", "content", "message", "summary"})
 SKIPPED_KEYS = frozenset({"encrypted_content"})  # Codex keeps its summary here, unreadable
 
 STOPWORDS = frozenset("""the and but for with are was were been being from into onto that this these those there their
@@ -86,6 +90,7 @@ class RealCase:
     facts: tuple[RealFact, ...]
     summary_where: str | None  # "line N" / "message N": the agent's own summary, when it wrote one
     summary_note: str
+    split: str = "tune"  # "tune" | "heldout": the half it belongs to (README.md, by source repository)
 
 
 def load_cases(directory: Path = REAL_FACTS_DIR, fixtures: Path = FIXTURES) -> list[RealCase]:
@@ -99,6 +104,7 @@ def load_cases(directory: Path = REAL_FACTS_DIR, fixtures: Path = FIXTURES) -> l
                                  bool(f.get("before_agent_summary"))) for f in data["facts"]),
             summary_where=summary.get("where") if summary.get("present") else None,
             summary_note=summary.get("note", ""),
+            split=data["split"],
         ))
     return cases
 

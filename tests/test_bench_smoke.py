@@ -193,7 +193,9 @@ def test_real_agent_summary_is_the_raw_record_and_scored_on_earlier_facts() -> N
     from benchmarks.real_facts import agent_summary_text, load_cases, raw_record, score_text
 
     cases = {c.name: c for c in load_cases()}
-    assert len(cases) == 9
+    assert len(cases) == 19
+    assert sum(c.split == "heldout" for c in cases.values()) == 10  # README.md: split by repository, 10 / 9
+    assert sum(c.split == "tune" for c in cases.values()) == 9
     spotter = next(c for name, c in cases.items() if name.startswith("cc-spotter"))
     record = raw_record(spotter.fixture, spotter.summary_where)
     assert record.get("isCompactSummary") is True
@@ -203,6 +205,11 @@ def test_real_agent_summary_is_the_raw_record_and_scored_on_earlier_facts() -> N
     assert 0 < len(earlier) < len(spotter.facts)
     assert score_text(text, earlier)["total"] == len(earlier)
     assert all(agent_summary_text(c) is None for c in cases.values() if c.summary_where is None)
+    assert all(agent_summary_text(c) for c in cases.values() if c.summary_where)  # readable text for every agent
+    pi = cases["pi_before-compaction"]  # pi keeps its compaction text under `summary`
+    record = raw_record(pi.fixture, pi.summary_where)
+    assert record["type"] == "compaction" and agent_summary_text(pi) == record["summary"].strip() or \
+        agent_summary_text(pi) == record["summary"]
 
 
 def test_real_baseline_input_cuts_tool_results_and_starts_at_agent_summary() -> None:
