@@ -173,7 +173,7 @@ def weight_bytes(meta: Any) -> dict[str, int]:
 
 
 # --- fidelity: what the written and the real set share ---------------------------------------
-# Both sets (benchmarks/fidelity.py, benchmarks/fidelity_real.py) run their baselines and check
+# Both sets (benchmarks/fidelity.py, benchmarks/real_set.py) run their baselines and check
 # invented names with these, so the real set never imports the written one for them.
 
 N_CTX = 8192  # compactd's default summarizer window; the baselines get the same engine

@@ -5,7 +5,7 @@ state right, for compactd and for two baselines run with the same model on the s
 
 Writes `fidelity.json` (every fact, every output) and `fidelity.png` (retention by kind); the
 real set (every real transcript, expected facts written by hand, the agent's own summary) is
-benchmarks/fidelity_real.py, under "real" in the same JSON, with `fidelity_real.png`.
+benchmarks/real_set.py (run alone: benchmarks/fidelity_real.py), under "real" in the same JSON, with `fidelity_real.png`.
 
 Inputs: windows of the vendored transcripts in tests/fixtures (SWE-agent marshmallow trace,
 Claude Code cc-spotter, pi) and two sessions written here with a known work state (one in
@@ -811,8 +811,8 @@ def run(quick: bool = False, out_dir: Path = RESULTS_DIR, model: str | None = No
     not depend on it; on a shared 2-core machine 1 thread avoids llama.cpp's spinning barriers."""
     from backends.llama_cpp import LlamaCppBackend
     from backends.models import DEFAULT_MODEL, FAST_MODEL, resolve
-    from benchmarks.fidelity_real import plot as plot_real
-    from benchmarks.fidelity_real import run_real
+    from benchmarks.real_set import plot as plot_real
+    from benchmarks.real_set import run_real
     from worker.pipeline.summarize import MAX_NEW_TOKENS
 
     t_start = time.monotonic()
@@ -825,7 +825,7 @@ def run(quick: bool = False, out_dir: Path = RESULTS_DIR, model: str | None = No
     backend = LlamaCppBackend(resolve(model).path, n_ctx=N_CTX, n_threads=threads, model_name=model)
     try:
         cases = [run_case(c, backend, max_new_tokens) for c in build_cases(quick, backend.count)]
-        real = run_real(backend, quick=quick)  # the real set (benchmarks/fidelity_real.py)
+        real = run_real(backend, quick=quick)  # the real set (benchmarks/real_set.py)
     finally:
         backend.close()
     result: dict[str, Any] = {

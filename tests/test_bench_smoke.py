@@ -311,3 +311,21 @@ def test_agent_paths_no_model(tmp_path: Path) -> None:
     compacted = pi["paths"]["session_compact"]
     assert compacted["generations"] == 0 and compacted["model_calls"] == 0 and compacted["mode"] == "instant"
     assert compacted["received"] == pi["cut"]["messages_posted"]
+
+
+def test_fidelity_sets_do_not_import_each_other() -> None:
+    """The written set (fidelity.py) and the real set's command line (fidelity_real.py) share
+    only benchmarks/_common.py and benchmarks/real_set.py: neither imports the other."""
+    import ast
+
+    root = Path(__file__).resolve().parent.parent / "benchmarks"
+
+    def imported(name: str) -> set[str]:
+        tree = ast.parse((root / f"{name}.py").read_text(encoding="utf-8"))
+        return {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module} | {
+            a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+
+    assert "benchmarks.fidelity_real" not in imported("fidelity")
+    assert "benchmarks.fidelity" not in imported("fidelity_real")
+    assert "benchmarks.real_set" in imported("fidelity")
+    assert not {"benchmarks.fidelity", "benchmarks.fidelity_real"} & imported("real_set")
