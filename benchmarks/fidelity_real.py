@@ -22,7 +22,7 @@ from benchmarks._common import (
     figure_title,
     machine_info,
     peak_rss_mb,
-    write_json,
+    write_outputs,
 )
 from benchmarks.real_set import (  # noqa: F401  (re-exported: the names the tests and older callers use)
     CONTEXTS,
@@ -57,8 +57,8 @@ def main(argv: list[str] | None = None) -> int:
         backend.close()
     result = {"benchmark": "fidelity-real", "machine": machine_info(), "quick": args.quick, **real,
               "peak_rss_mb": peak_rss_mb()}
-    write_json(args.out / "fidelity_real.json", result)
-    plot(real, args.out / "fidelity_real.png", figure_title(f"fidelity, real set, {model}", result["machine"]))
+    title = figure_title(f"fidelity, real set, {model}" + (" (no model)" if args.no_model else ""), result["machine"])
+    write_outputs(result, args.out, "fidelity_real", lambda r, path: plot(r, path, title))
     print(real["headline"])
     return 0
 

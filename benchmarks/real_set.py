@@ -60,7 +60,7 @@ from benchmarks.real_facts import (
     score_text,
 )
 
-CONTEXTS = (8_000, 32_000)  # the agent context limits each transcript is compacted at
+CONTEXTS = (8_000, 16_000, 32_000)  # the agent context limits each transcript is compacted at
 BASELINE_CONTEXTS = (32_000,)  # the model baselines' sizes (see the docstring: runtime)
 TOOL_RESULT_CUT = 2_000  # opencode and pi cut each tool result at 2,000 characters for their summarizer
 PROMPT_MARGIN = 128  # tokens kept free in the baseline window for the chat template and wrappers
@@ -69,7 +69,14 @@ PREVIOUS_SHARE = 0.5  # the agent's previous summary takes at most this share of
 # calls of the 1.5B would take 3+ hours on 2 cores.
 MODEL_TIME_CAP_S = 80 * 60
 QUICK_CASE = "sweagent_marshmallow-code__marshmallow-1867.function_calling_replace_from_source"  # the smallest (28 messages)
-QUICK_CONTEXTS = (8_000, 32_000)  # quick: no-model at both sizes
+QUICK_CONTEXTS = (8_000, 32_000)  # quick: no-model at two sizes
+SPLITS = ("tune", "heldout")  # the halves of benchmarks/data/real-facts (README.md), reported apart
+MASK_KEEP = 10  # observation masking keeps the newest 10 tool outputs (The Complexity Trap, arXiv 2508.21433)
+MASK_PLACEHOLDER = "[Old tool output omitted for brevity.]"
+MASK_BUDGET = ("tokens: compactd's checkpoint at the same window (`tokens.after`, the same Qwen counter), "
+               "masked transcript fitted newest-first into it, the first user message (the task) kept; where compactd "
+               "refused, the usable window (context limit - reserve), and if the system prompt and task alone exceed "
+               "it, a refusal (a miss of every fact)")
 QUICK_MODEL_CONTEXT = 8_000  # quick: one model run (the 0.5B) at the small size
 QUICK_MAX_TOKENS = 200  # quick: the model run's output bound
 APPROACHES = {
@@ -81,6 +88,9 @@ APPROACHES = {
                   "characters, the newest that fit one summarizer window; scored: its summary + compactd's tail",
     "template": "the opencode/pi section template (no ledger, schema or verification): the same input as naive-150w; "
                 "scored: its summary + compactd's tail",
+    "masking": f"observation masking (The Complexity Trap, arXiv 2508.21433), no model: the live transcript with every "
+               f"tool output but the newest {MASK_KEEP} replaced by {MASK_PLACEHOLDER!r}; budget: {MASK_BUDGET}; "
+               "scored: that text",
     "agent-summary": "the agent's own in-session summary, readable text of the raw record; scored on the facts before it",
 }
 
@@ -103,10 +113,11 @@ def run_compactd(session: Any, backend: Any, counter: Any, context_limit: int, u
     t0 = time.perf_counter()
     try:
         result = compact(session, backend, config, counter=counter)
-    except CompactionRefused as exc:
+    except CompactionRefused as exc:  # scored as a miss of every fact (nothing is left to continue from)
         _say(f"{case.name} @ {context_limit} {mode}: refused: {exc}")
         return {"context_limit": context_limit, "mode": mode, "refused": str(exc),
-                "wall_s": round(time.perf_counter() - t0, 2)}
+                "wall_s": round(time.perf_counter() - t0, 2), "score": score_text("", case.facts),
+                "before_agent_summary": score_text("", summary_facts) if summary_facts else None}
     except Exception as exc:  # a bug, not a refusal: recorded and counted, the hours-long run goes on
         _say(f"{case.name} @ {context_limit} {mode}: FAILED: {type(exc).__name__}: {exc}")
         return {"context_limit": context_limit, "mode": mode, "refused": None,
@@ -115,13 +126,18 @@ def run_compactd(session: Any, backend: Any, counter: Any, context_limit: int, u
     text = message_text(cp.messages)
     score = score_text(text, case.facts)
     trust = trust_checks(cp, session, case)
+    source = raw_text(session.messages)
+    missed = [{"kind": f.kind, "text": f.text[:200], "where": f.where,
+               "why": "dropped by compactd (in the imported transcript, not in the checkpoint)" if kept(f, source)
+               else "not found in the transcript as imported (the scorer cannot find it in the input either)"}
+              for f in case.facts if not kept(f, text)]
     _say(f"{case.name} @ {context_limit} {mode}: {score['kept']}/{score['total']} kept, "
          f"{len(trust['invented'])} invented, {len(trust['pending_called_done'])} pending called done")
     stats = cp.timings.model
     return {
         "context_limit": context_limit, "mode": mode, "refused": None,
         "wall_s": round(time.perf_counter() - t0, 2),
-        "score": score, **trust,
+        "score": score, **trust, "missed": missed,
         "summary_only": score_text(cp.summary_text, case.facts),
         "before_agent_summary": score_text(text, summary_facts) if summary_facts else None,
         "tokens": cp.tokens.to_dict(), "budget": cp.budget.to_dict(), "lang": cp.lang,
@@ -219,6 +235,46 @@ def run_baselines(case: RealCase, session: Any, backend: Any, compactd_run: dict
     return out
 
 
+def masked_messages(session: Any) -> tuple[list[Any], int]:
+    """The live transcript (what the agent holds: no message an in-session summary replaced)
+    with every tool output but the newest MASK_KEEP replaced by the placeholder; and how many
+    were masked."""
+    live = [m.model_copy(deep=True) for m in session.messages if not m.compacted]
+    results = [p for m in live for p in m.tool_results]
+    older = results[: max(0, len(results) - MASK_KEEP)]
+    for part in older:
+        part.output = MASK_PLACEHOLDER
+    return live, len(older)
+
+
+def run_masking(case: RealCase, masked: tuple[list[Any], list[int], int], budget: int,
+                summary_facts: list[Any], context_limit: int) -> dict[str, Any]:
+    """Observation masking at compactd's token budget: the first user message (the task) and
+    the newest masked messages that fit `budget`; a window never starts on a tool result whose
+    call it dropped."""
+    messages, shares, n_masked = masked
+    first = next((i for i, m in enumerate(messages) if m.role == "user"), 0)
+    head = list(range(first + 1))  # the system prompt, if any, and the task
+    room = budget - sum(shares[i] for i in head)
+    if room < 0:  # not even the system prompt and the task fit: nothing to continue from
+        return {"context_limit": context_limit, "budget_tokens": budget, "refused": "the system prompt and the task "
+                f"alone exceed {budget} tokens", "score": score_text("", case.facts),
+                "before_agent_summary": score_text("", summary_facts) if summary_facts else None}
+    start = len(messages)
+    while start - 1 > first and shares[start - 1] <= room:
+        start -= 1
+        room -= shares[start]
+    while start < len(messages) and messages[start].role == "tool":
+        start += 1  # its call was left out: the result alone would be an orphan
+    kept_msgs = [messages[i] for i in head] + messages[start:]
+    text = message_text([m.to_chat() for m in kept_msgs])
+    return {"context_limit": context_limit, "budget_tokens": budget,
+            "tokens": sum(shares[i] for i in head) + sum(shares[start:]),
+            "messages_kept": len(kept_msgs), "messages_left_out": len(messages) - len(kept_msgs),
+            "outputs_masked": n_masked, "score": score_text(text, case.facts),
+            "before_agent_summary": score_text(text, summary_facts) if summary_facts else None}
+
+
 def _summary_index(run: dict[str, Any]) -> int:
     """Where compactd's summary sits in its checkpoint: after the system message, if any."""
     msgs = run["checkpoint_messages"]
@@ -237,7 +293,7 @@ def open_case(case: RealCase, counter: Any) -> tuple[dict[str, Any], Any, list[A
     summary_facts = [f for f in case.facts if f.before_agent_summary]
     agent_text = agent_summary_text(case)
     out: dict[str, Any] = {
-        "name": case.name, "fixture": case.fixture.name, "format": case.format, "language": case.language,
+        "name": case.name, "split": case.split, "fixture": case.fixture.name, "format": case.format, "language": case.language,
         "messages": len(session.messages), "session_tokens": counter.total(session),
         "facts": {k: sum(1 for f in case.facts if f.kind == k) for k in KINDS},
         "facts_before_agent_summary": {k: sum(1 for f in summary_facts if f.kind == k) for k in KINDS},
@@ -249,13 +305,33 @@ def open_case(case: RealCase, counter: Any) -> tuple[dict[str, Any], Any, list[A
     return out, session, summary_facts
 
 
+_MASKED: dict[str, tuple[list[Any], list[int], int]] = {}  # per transcript: masked messages, shares, count
+
+
 def run_step(case: RealCase, out: dict[str, Any], session: Any, summary_facts: list[Any], backend: Any,
              counter: Any, context_limit: int, use_model: bool, with_baselines: bool, max_new_tokens: int) -> None:
-    """One compaction of one transcript at one size (and the baselines on its head)."""
+    """One compaction of one transcript at one size (and the baselines on its head; the
+    no-model run also sets observation masking's budget at that size)."""
+    from worker.session import Session
+
     run = run_compactd(session, backend, counter, context_limit, use_model, max_new_tokens, case, summary_facts)
-    if with_baselines and "score" in run:
-        out["baselines"][str(context_limit)] = run_baselines(case, session, backend, run, max_new_tokens,
-                                                             summary_facts)
+    done = not run["refused"] and not run.get("failed")
+    if not use_model and not run.get("failed"):
+        from worker.pipeline import CompactionConfig
+
+        if case.name not in _MASKED:
+            messages, n_masked = masked_messages(session)
+            _MASKED[case.name] = (messages, counter.per_message(Session(messages=messages)), n_masked)
+        # compactd refused: no checkpoint to match, so masking gets the whole usable window
+        budget = run["tokens"]["after"] if done else CompactionConfig(context_limit=context_limit).budget().usable
+        masking = run_masking(case, _MASKED[case.name], budget, summary_facts, context_limit)
+        out["baselines"].setdefault(str(context_limit), {})["masking"] = masking
+        masking["budget_from"] = "compactd checkpoint tokens.after" if done else "usable window (compactd refused)"
+        _say(f"{case.name} @ {context_limit}: masking {masking['score']['kept']}/{masking['score']['total']} "
+             f"({masking.get('messages_kept', 0)} messages in {masking['budget_tokens']} tokens)")
+    if with_baselines and done:
+        out["baselines"].setdefault(str(context_limit), {}).update(run_baselines(case, session, backend, run, max_new_tokens,
+                                                             summary_facts))
     run.pop("checkpoint_messages", None)
     out["runs"].append(run)
 
@@ -270,16 +346,19 @@ def step_order(plan: list[tuple[int, bool]]) -> list[tuple[int, bool]]:
 
 
 def aggregate(cases: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per approach and size, pooled over the transcripts it completed (refusals counted
-    apart); and the agent-summary comparison on the facts before each agent's summary."""
+    """Per approach and size, pooled over the transcripts (a refusal scored as a miss of every
+    fact, and listed; a failure left out and listed); and the agent-summary comparison on the facts before each agent's summary."""
     rows: dict[str, dict[str, Any]] = {}
     for c in cases:
         for r in c["runs"]:
             key = f"compactd{'' if r['mode'] == 'model' else '-no-model'}@{r['context_limit']}"
             row = rows.setdefault(key, {"scores": [], "refused": [], "before": [], "failed": [], "invented": [],
                                         "pending_called_done": []})
-            if r["refused"]:
+            if r["refused"]:  # a miss of every fact: pooled as such, and listed
                 row["refused"].append({"case": c["name"], "reason": r["refused"]})
+                row["scores"].append(r["score"])
+                if r["before_agent_summary"]:
+                    row["before"].append(r["before_agent_summary"])
             elif r.get("failed"):
                 row["failed"].append({"case": c["name"], "error": r["failed"]})
             else:
@@ -292,10 +371,13 @@ def aggregate(cases: list[dict[str, Any]]) -> dict[str, Any]:
             for name, b in baselines.items():
                 row = rows.setdefault(f"{name}@{ctx}", {"scores": [], "refused": [], "before": [], "failed": []})
                 row["scores"].append(b["score"])
+                if b.get("refused"):
+                    row["refused"].append({"case": c["name"], "reason": b["refused"]})
                 if b["before_agent_summary"]:
                     row["before"].append(b["before_agent_summary"])
     agent = [c["agent_summary"]["score"] for c in cases if c["agent_summary"]]
-    out = {key: {**pool(row["scores"]), "transcripts": len(row["scores"]), "refused": len(row["refused"]),
+    out = {key: {**pool(row["scores"]), "transcripts": len(row["scores"]) - len(row["refused"]),
+                 "refused": len(row["refused"]),
                  "refusals": row["refused"], "failed": row["failed"], "before_agent_summary": pool(row["before"]) if row["before"] else None,
                  **({"invented": row["invented"], "pending_called_done": row["pending_called_done"]}
                     if key.startswith("compactd") else {})}
@@ -305,40 +387,54 @@ def aggregate(cases: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _method_key(key: str) -> tuple[int, int, str]:
+    """Plot order: method, then window (agent-summary last)."""
+    name, _, ctx = key.partition("@")
+    order = ("compactd-no-model", "masking", "compactd", "naive-150w", "template", "agent-summary")
+    return (order.index(name) if name in order else len(order), int(ctx or 0), key)
+
+
 def plot(real: dict[str, Any], path: Path, title: str) -> None:
+    """Retention per kind by method and window, one panel per half (the agent's own summary on
+    the facts from before it)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    agg = real["aggregate"]
-    keys = [k for k in agg if k != "agent-summary"]
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(15, 4.8), gridspec_kw={"width_ratios": [3, 2]})
-    for axis, field, names, heading in (
-        (ax, None, keys, "all facts, scored on each checkpoint"),
-        (ax2, "before_agent_summary", [*keys, "agent-summary"], "facts before the agent's own summary"),
-    ):
-        labels = [*KINDS, "all"]
-        shown = [n for n in names if (agg[n] if field is None else agg[n].get(field))]
-        width = 0.8 / max(1, len(shown))
-        for k, name in enumerate(shown):
-            pooled = agg[name] if field is None else agg[name][field]
-            rates = [pooled["per_kind"][kind]["rate"] for kind in KINDS] + [pooled["rate"]]
-            xs = [i + (k - (len(shown) - 1) / 2) * width for i in range(len(labels))]
-            refused = f", {agg[name]['refused']} refused" if agg[name]["refused"] else ""
-            axis.bar(xs, [r or 0 for r in rates], width, label=f"{name} ({agg[name]['transcripts']}{refused})")
+    halves = real.get("halves") or {"all": {"aggregate": real["aggregate"], "cases": real["cases"]}}
+    fig, axes = plt.subplots(1, len(halves), figsize=(9 * len(halves), 5), squeeze=False)
+    colors = {"compactd-no-model": "tab:blue", "masking": "tab:orange", "compactd": "tab:green",
+              "naive-150w": "tab:gray", "template": "tab:purple", "agent-summary": "tab:red"}
+    windows = sorted({int(k.partition("@")[2]) for h in halves.values() for k in h["aggregate"] if "@" in k})
+    labels = [*KINDS, "all"]
+    for axis, (split, half) in zip(axes[0], halves.items(), strict=True):
+        agg = half["aggregate"]
+        shown = sorted((k for k, a in agg.items() if a["total"]), key=_method_key)
+        width = 0.85 / max(1, len(shown))
+        for j, key in enumerate(shown):
+            name, _, ctx = key.partition("@")
+            a = agg[key]
+            rates = [a["per_kind"][kind]["rate"] for kind in KINDS] + [a["rate"]]
+            xs = [i + (j - (len(shown) - 1) / 2) * width for i in range(len(labels))]
+            shade = 0.35 + 0.65 * (windows.index(int(ctx)) + 1) / len(windows) if ctx and windows else 1.0
+            refused = f", {a['refused']} refused" if a["refused"] else ""
+            note = " (facts before it)" if name == "agent-summary" else ""
+            axis.bar(xs, [r or 0 for r in rates], width, color=colors.get(name, "black"), alpha=shade,
+                     label=f"{key}{note} ({a['transcripts']}{refused})")
         axis.set_xticks(range(len(labels)), labels, fontsize=8)
         axis.set_ylim(0, 1.05)
-        axis.set_title(heading, fontsize=9)
-        if shown:  # a quick run may have nothing to show on a side
-            axis.legend(fontsize=6)
-    ax.set_ylabel("expected facts kept")
+        axis.set_title(f"{split} half: {len(half['cases'])} transcripts", fontsize=9)
+        if shown:
+            axis.legend(fontsize=6, ncol=2, loc="lower left")
+    axes[0][0].set_ylabel("expected facts kept (a refusal keeps none)")
     save_figure(fig, path, title)
 
 
-def headline(real: dict[str, Any]) -> str:
+def headline(real: dict[str, Any], aggregate_: dict[str, Any] | None = None, label: str = "real set") -> str:
     parts = []
-    for key, a in real["aggregate"].items():
+    agg = real["aggregate"] if aggregate_ is None else aggregate_
+    for key, a in sorted(agg.items(), key=lambda kv: _method_key(kv[0])):
         if not a["transcripts"] and not a["refused"] and not a["failed"]:
             continue  # e.g. the agent's summary on a set where no agent wrote one
         rate = "n/a" if a["rate"] is None else f"{a['rate']:.0%}"
@@ -346,7 +442,7 @@ def headline(real: dict[str, Any]) -> str:
         trust = (f", {len(a['invented'])} invented, {len(a['pending_called_done'])} pending called done"
                  if "invented" in a else "")
         parts.append(f"{key} {rate} ({a['kept']}/{a['total']}{refused}{trust})")
-    return f"real set, {len(real['cases'])} transcripts: " + "; ".join(parts)
+    return f"{label}: " + "; ".join(parts)
 
 
 def run_real(backend: Any, quick: bool = False, no_model: bool = False,
@@ -388,9 +484,17 @@ def run_real(backend: Any, quick: bool = False, no_model: bool = False,
         "approaches": APPROACHES,
         "rules": "benchmarks/real_facts.py: exact = whitespace-normalized substring; path = last two components "
                  "as a path; words = every identifier verbatim, else >= 60% of content words",
+        "masking": {"keep_last_tool_outputs": MASK_KEEP, "placeholder": MASK_PLACEHOLDER, "budget": MASK_BUDGET,
+                    "source": "The Complexity Trap (arXiv 2508.21433): observation masking"},
         "cases": results,
         "aggregate": aggregate(results),
+        "halves": {split: {"cases": [c["name"] for c in results if c["split"] == split],
+                           "aggregate": aggregate([c for c in results if c["split"] == split])}
+                   for split in SPLITS},
         "elapsed_s": round(time.monotonic() - t0, 1),
     }
-    real["headline"] = headline(real)
+    real["headline"] = "\n  ".join(
+        [headline(real, label=f"real set, {len(results)} transcripts")]
+        + [headline(real, h["aggregate"], f"{split} half, {len(h['cases'])} transcripts")
+           for split, h in real["halves"].items() if h["cases"]])
     return real
