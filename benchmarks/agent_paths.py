@@ -85,7 +85,14 @@ AGENT_FORMAT = {"claude-code": "claude-code", "opencode": "opencode", "codex": "
 # codex-cli-sessionbridge has no compaction (nothing of Codex's own to compare); pi's only
 # transcript has none either but is pi's only one, so it runs on all facts.
 NEEDS_OWN_SUMMARY = {"claude-code": True, "opencode": True, "codex": True, "pi": False}
-QUICK_CLAUDE_CODE = "cc-spotter_8463c716-a2ea-4c14-9efa-87158ebd9f20"  # the one the other real-set tests use
+# --quick: one transcript per agent, the ones the agent paths were first measured on (the
+# corpus has grown since; a quick run stays comparable).
+QUICK_CASES = {
+    "claude-code": "cc-spotter_8463c716-a2ea-4c14-9efa-87158ebd9f20",  # the one the other real-set tests use
+    "opencode": "opencode-darkfactory_ses_39b7f9e89ffe7J0WzLzYrUt4eW",
+    "codex": "codex-desktop-sessionbridge_019d7e8e-fef6-7481-9a1b-d8d36a852ac4",
+    "pi": "pi_large-session",
+}
 REQUESTS = FIXTURES / "agents"  # the captured compaction requests whose shape each request copies
 TOOL_RESULT_CUT = 2_000  # opencode cuts each tool output at 2,000 characters for its summarizer
 TRUNCATED = "\n[truncated]"  # ... and marks the cut so (compaction.ts `truncate`)
@@ -452,7 +459,7 @@ def select_cases(quick: bool) -> list[tuple[str, RealCase]]:
         agent = agent_of(case)
         if agent is None or (NEEDS_OWN_SUMMARY[agent] and not case.summary_where):
             continue
-        if quick and agent == "claude-code" and case.name != QUICK_CLAUDE_CODE:
+        if quick and case.name != QUICK_CASES[agent]:
             continue
         chosen.append((agent, case))
     return sorted(chosen, key=lambda ac: (AGENTS.index(ac[0]), ac[1].name))
