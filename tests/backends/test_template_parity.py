@@ -294,6 +294,7 @@ def test_http_counts_with_tools_equal_transformers(gguf_path, hf_qwen):
     from fastapi.testclient import TestClient
 
     from backends.llama_cpp import LlamaCppBackend
+    from tests.fakes import wait_until
     from worker.config import Settings
     from worker.http.app import create_app
     from worker.service.store import Store
@@ -304,6 +305,8 @@ def test_http_counts_with_tools_equal_transformers(gguf_path, hf_qwen):
     app = create_app(Settings(context_limit=32768, rolling=False), backend_loader=lambda: backend,
                      store=Store(":memory:"))
     with TestClient(app) as client:
+        # The model loads in the background (503 until then): on a busy machine that outlasts the append.
+        assert wait_until(lambda: client.get("/health").status_code == 200, timeout=120)
         stored = client.post("/v1/sessions/s/messages", json=payload, params={"format": "openai"})
         assert stored.status_code == 200, stored.text
         chat = load(payload, "openai").to_chat()
