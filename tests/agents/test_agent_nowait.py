@@ -175,6 +175,12 @@ def test_the_pi_extension_door_answers_at_once(slow):
         assert not model_finished(slow)
         out = r.json()
         assert out["mode"] == "instant" and out["refinement"]["job_id"] and "foo.py" in out["checkpoint"]["summary_text"]
+        # The extension knows its instant summary once refined: the version the latest refines.
+        wait_until(lambda: client.get("/v1/sessions/pi-x/checkpoint").json()["version"] == 2)
+        latest = client.get("/v1/sessions/pi-x/checkpoint").json()
+        assert latest["refines"] == 1 and latest["mode"] == "refined"
+        first = client.get("/v1/sessions/pi-x/checkpoint", params={"version": 1}).json()
+        assert first["summary_text"] == out["checkpoint"]["summary_text"]
 
 
 def test_agent_wait_model_waits_for_the_models_narrative(slow):
