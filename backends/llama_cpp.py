@@ -78,12 +78,12 @@ def _engine_version() -> str:
         return "not installed"
 
 
-@dataclass
 def default_threads() -> int:
     """Inference threads when none are asked for: every core but one (at least one)."""
     return max(1, (os.cpu_count() or 2) - 1)
 
 
+@dataclass
 class KvState:
     """The context's KV state and evaluated ids, without llama-cpp-python's logits matrix:
     `Llama.save_state` copies `scores` (n_batch x n_vocab floats: 311 MB with Qwen's 152k
