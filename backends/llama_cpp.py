@@ -78,6 +78,11 @@ def _engine_version() -> str:
         return "not installed"
 
 
+def default_threads() -> int:
+    """Inference threads when none are asked for: every core but one (at least one)."""
+    return max(1, (os.cpu_count() or 2) - 1)
+
+
 @dataclass
 class KvState:
     """The context's KV state and evaluated ids, without llama-cpp-python's logits matrix:
@@ -138,7 +143,9 @@ class LlamaCppBackend(LocalTokenizerMixin):
             self.meta.chat_template, self.meta.bos_token, self.meta.eos_token, chat_format, self.model_name
         )
         self.n_ctx = n_ctx
-        self.n_threads = n_threads or max(1, os.cpu_count() or 1)
+        # One core left to the agent and the user's tools: on 2 busy cores 1 thread decodes faster
+        # than 2 (benchmarks/threads.py, README's machine section).
+        self.n_threads = n_threads or default_threads()
         self.n_batch = n_batch
         self.seed = seed
         self._tok = None

@@ -1,6 +1,7 @@
 """Each agent's own compaction against the same agent through compactd, on its real transcript.
 
     python -m benchmarks.agent_paths [--no-model] [--quick] [--out benchmarks/results]
+    python -m benchmarks.agent_paths --latency [--repeats 5]   # the answer's latency per door
 
 Why: issue 13 asks, for the same real transcript, what each agent's own compaction kept and
 what it kept through compactd (exact errors, paths, commands, constraints). The real set of
@@ -44,7 +45,7 @@ bundled model's real tokenizer. Model use: the facts (errors, paths, commands, c
 come from compactd's deterministic ledger; the model writes only the narrative. By default each
 path answers as the integration gets it: opencode, Codex and pi with the model (the default
 1.5B; --quick the 0.5B), the Claude Code hook never. --no-model answers every path with the
-deterministic checkpoint (app.state.agent_use_model off, pi's wait=instant with its background
+deterministic checkpoint (app.state.agent_wait "none", pi's wait=instant with its background
 refinement cancelled) and never loads the weights: the backend refuses any generation and the
 JSON counts attempts. The agent's own summary (benchmarks/real_facts.agent_summary_text) and
 every path's text are scored by real_facts.score_text, on the facts from before the agent's
@@ -52,7 +53,18 @@ summary (pi: all facts). Each path also records `ledger`: the same facts scored 
 deterministic section compactd derives from the input it received, unbounded (Claude Code's
 "own+session_start": its summary plus that), and the facts the path's text lost although the
 ledger had them (a size bound cut them, or the template left them out); the headline's
-"ledger unbounded" pools it.
+"ledger unbounded" pools it. The fidelity run waits for the model (agent_wait=model), since
+the narrative is what it scores.
+
+--latency (agent_latency.json): how long each door makes its agent wait by default
+(agent_wait=instant, pi's wait=instant): opencode and pi on /v1/chat/completions, the pi
+extension's append + compact, Codex's /v1/responses, each on its real transcript cut at a
+third, two thirds and all of it; "fresh": a session's first compaction; "refined": the
+session's second one, after the background refinement of the first (on the first half) was
+kept, so the answer carries its narrative. The answer path never calls the model; the
+refinement's narrative is a canned answer (the refinement's own duration is not measured
+here), so the weights are never loaded. p50/p95 over --repeats, the load average before and
+after in the JSON.
 """
 
 from __future__ import annotations
@@ -413,7 +425,7 @@ class LentBackend:
 class AgentApp:
     """The real compactd app in-process (starlette TestClient, lifespan included)."""
 
-    def __init__(self, backend: Any, use_model: bool):
+    def __init__(self, backend: Any, use_model: bool, lent: LentBackend | None = None, wait: str | None = None):
         from starlette.testclient import TestClient
 
         from worker.config import Settings
@@ -421,15 +433,15 @@ class AgentApp:
         from worker.service.store import Store
 
         self.use_model = use_model
-        self.backend = LentBackend(backend, use_model)
+        self.backend = lent or LentBackend(backend, use_model)
 
         def load() -> Any:
-            if use_model:
+            if use_model and lent is None:
                 backend.load()
             return self.backend
 
         app = create_app(Settings(rolling=False), backend_loader=load, store=Store(":memory:"))
-        app.state.agent_use_model = use_model
+        app.state.agent_wait = wait or ("model" if use_model else "none")
         self.client = TestClient(app)
 
     def __enter__(self) -> AgentApp:
@@ -645,6 +657,207 @@ def run(quick: bool = False, out_dir: Path = RESULTS_DIR, use_model: bool = True
          f"each agent's own compaction vs through compactd ({model if use_model else 'no model'})")
     return result
 
+# --- latency: how long each door makes its agent wait (--latency) --------------------------
+
+LATENCY_FRACTIONS = (1 / 3, 2 / 3, 1.0)  # each transcript cut at a third, two thirds, all of it
+LATENCY_DOORS = ("opencode", "pi_chat", "pi_extension", "codex")
+REFINE_WAIT_S = 60.0
+# The background refinement's narrative (the answer path never calls the model).
+CANNED_NARRATIVE = json.dumps({"goal": "Carry on with the user's task",
+                               "key_decisions": [{"decision": "Keep the refined narrative", "reason": "benchmark"}],
+                               "next_steps": ["Continue"]})
+
+
+class CannedBackend(LentBackend):
+    """The real tokenizer; every generation is the canned narrative, at once."""
+
+    def __init__(self, backend: Any):
+        super().__init__(backend, True)
+
+    def generate(self, *args: Any, **kwargs: Any) -> Any:
+        from backends.base import GenerationStats
+
+        self.generations += 1
+        return iter([CANNED_NARRATIVE, GenerationStats(decode_tokens=1, finish_reason="stop")])
+
+
+def _with_blob(text: str, blob: str, prior: str | None, prior_tag: str) -> str:
+    text = re.sub(r"<conversation>\n.*?\n</conversation>", lambda _m: f"<conversation>\n{blob}\n</conversation>",
+                  text, count=1, flags=re.S)
+    if prior is not None:
+        if f"<{prior_tag}>" in text:
+            text = re.sub(rf"<{prior_tag}>\n.*?\n</{prior_tag}>", lambda _m: f"<{prior_tag}>\n{prior}\n</{prior_tag}>",
+                          text, count=1, flags=re.S)
+        else:
+            end = text.index("</conversation>") + len("</conversation>")
+            text = text[:end] + f"\n\n<{prior_tag}>\n{prior}\n</{prior_tag}>" + text[end:]
+    return text
+
+
+def opencode_body(messages: list[dict[str, Any]], prior: str | None) -> dict[str, Any]:
+    name = "opencode-compaction-update-request" if prior is not None else "opencode-compaction-request"
+    body = json.loads((REQUESTS / f"{name}.json").read_text(encoding="utf-8"))["body"]
+    blob = "\n\n".join(s for s in (opencode_serialize(m) for m in messages) if s)
+    body["messages"][1]["content"] = _with_blob(body["messages"][1]["content"], blob, prior, "prior-summary")
+    return body
+
+
+def pi_serialize(message: dict[str, Any]) -> str:
+    """One pi message as pi's serializeConversation writes it into `<conversation>`."""
+    content = message.get("content")
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else [
+        b for b in content or [] if isinstance(b, dict)]
+    text = "\n".join(b.get("text", "") for b in blocks if b.get("type") == "text" and b.get("text"))
+    role = message.get("role")
+    if role == "user":
+        return f"[User]: {text}" if text else ""
+    if role == "toolResult":
+        return f"[Tool result]: {_truncate(text)}" if text else ""
+    lines = [f"[Assistant thinking]: {b['thinking']}" for b in blocks if b.get("type") == "thinking" and b.get("thinking")]
+    lines += [f"[Assistant]: {text}"] if text else []
+    calls = [f"{b.get('name')}(" + ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}"
+                                           for k, v in (b.get("arguments") or {}).items()) + ")"
+             for b in blocks if b.get("type") == "toolCall"]
+    lines += [f"[Assistant tool calls]: {'; '.join(calls)}"] if calls else []
+    return "\n".join(lines)
+
+
+def pi_chat_body(messages: list[dict[str, Any]], prior: str | None) -> dict[str, Any]:
+    body = json.loads((REQUESTS / "pi-compaction-request.json").read_text(encoding="utf-8"))["body"]
+    blob = "\n\n".join(s for s in (pi_serialize(m) for m in messages) if s)
+    block = body["messages"][-1]["content"][0]
+    block["text"] = _with_blob(block["text"], blob, prior, "previous-summary")
+    return body
+
+
+def _wait(check: Any, what: str) -> None:
+    deadline = time.monotonic() + REFINE_WAIT_S
+    while not check():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what}: the refinement did not end")
+        time.sleep(0.02)
+
+
+def _agent_refined(app: AgentApp) -> bool:
+    compactor = app.client.app.state.agent_compactor
+    return not compactor.refining
+
+
+def _chat_text(resp: Any) -> str:
+    resp.raise_for_status()
+    return "".join(c["choices"][0]["delta"].get("content") or "" for c in sse_events(resp.text) if c.get("choices"))
+
+
+def _codex_text(resp: Any) -> str:
+    resp.raise_for_status()
+    done = [e["item"] for e in sse_events(resp.text) if e.get("type") == "response.output_item.done"]
+    return "".join(c.get("text", "") for item in done for c in item.get("content") or [])
+
+
+class Door:
+    """One door's transcript and its two requests (a fresh one, an update after a refinement)."""
+
+    def __init__(self, door: str, case: RealCase):
+        self.door, self.case = door, case
+        if door == "opencode":
+            headers, body, cut = opencode_request(case)
+            export = json.loads(case.fixture.read_text(encoding="utf-8"))
+            self.items = export["messages"][: cut["records"]]
+        elif door == "codex":
+            self.headers, self.body, _cut = codex_request(case)
+            self.items = self.body["input"][:-1]
+        else:
+            records, _session, _cut = pi_records(case)
+            self.items = records if door == "pi_extension" else [r["message"] for r in records]
+
+    def run(self, app: AgentApp, items: list[Any], session: str, prior: str | None, first: int) -> str:
+        """One compaction of `items` (an update on `prior` where given); returns the text."""
+        c = app.client
+        if self.door == "opencode":
+            return _chat_text(c.post("/v1/chat/completions", json=opencode_body(items, prior),
+                                     headers={"x-session-id": session}))
+        if self.door == "pi_chat":
+            return _chat_text(c.post("/v1/chat/completions", json=pi_chat_body(items, prior)))
+        if self.door == "pi_extension":
+            sid = f"pi-{session}"
+            c.post(f"/v1/sessions/{sid}/messages", params={"format": "pi"}, json=items).raise_for_status()
+            r = c.post(f"/v1/sessions/{sid}/compact", params={"tail": "false", "wait": "instant"})
+            r.raise_for_status()
+            return r.json()["checkpoint"]["summary_text"]
+        turn = json.loads(self.headers["x-codex-turn-metadata"])
+        turn.update(session_id=session, thread_id=session)
+        meta = json.dumps(turn)
+        body = json.loads(json.dumps(self.body))
+        body["client_metadata"]["x-codex-turn-metadata"] = meta
+        kept = [i for i in items[:first] if i.get("role") == "developer"] if prior is not None else []
+        summary = [{"type": "message", "role": "user",
+                    "content": [{"type": "input_text", "text": f"Another language model started to solve this "
+                                                               f"problem and produced a summary.\n{prior}"}]}]
+        body["input"] = (kept + summary + items if prior is not None else items) + [self.body["input"][-1]]
+        return _codex_text(c.post("/v1/responses", json=body, headers={**self.headers, "x-codex-turn-metadata": meta,
+                                                                         "session-id": session}))
+
+    def time_once(self, app: AgentApp, n: int, refined: bool, tag: str) -> float:
+        items = self.items[:n]
+        if not refined:
+            t0 = time.perf_counter()
+            self.run(app, items, tag, None, 0)
+            return time.perf_counter() - t0
+        half = max(1, n // 2)
+        text = self.run(app, items[:half], tag, None, 0)
+        if self.door == "pi_extension":
+            _wait(lambda: app.client.get(f"/v1/sessions/pi-{tag}/checkpoint").json().get("mode") == "refined", tag)
+        else:
+            _wait(lambda: _agent_refined(app), tag)
+        t0 = time.perf_counter()
+        self.run(app, items[half:], tag, text, half)
+        return time.perf_counter() - t0
+
+
+def latency(repeats: int = 5, out_dir: Path = RESULTS_DIR, model: str | None = None) -> dict[str, Any]:
+    """Every door's answer latency by default (agent_wait=instant); writes agent_latency.json."""
+    import uuid
+
+    from backends.models import DEFAULT_MODEL
+    from benchmarks._common import load_average, percentile
+
+    model = model or DEFAULT_MODEL
+    cases = {agent_of(c): c for c in load_cases() if agent_of(c) in ("opencode", "codex", "pi")
+             and (c.summary_where or agent_of(c) == "pi")}
+    backend = open_backend(model)
+    rows: list[dict[str, Any]] = []
+    load_before = load_average()
+    t_all = time.monotonic()
+    try:
+        with AgentApp(backend, True, lent=CannedBackend(backend), wait="instant") as app:
+            for door in LATENCY_DOORS:
+                d = Door(door, cases["opencode" if door == "opencode" else "codex" if door == "codex" else "pi"])
+                for frac in LATENCY_FRACTIONS:
+                    n = max(2, round(len(d.items) * frac))
+                    for refined in (False, True):
+                        times = [d.time_once(app, n, refined, f"lat-{uuid.uuid4().hex[:12]}") for _ in range(repeats)]
+                        row = {"door": door, "transcript": d.case.name, "items": n, "of": len(d.items),
+                               "previous": "refined" if refined else "fresh", "repeats": repeats,
+                               "p50_s": round(percentile(times, 50) or 0, 3),
+                               "p95_s": round(percentile(times, 95) or 0, 3),
+                               "max_s": round(max(times), 3), "times_s": [round(t, 3) for t in times]}
+                        rows.append(row)
+                        _say(f"{door} {n}/{len(d.items)} {row['previous']}: p50 {row['p50_s']} s, "
+                             f"p95 {row['p95_s']} s")
+            generations = app.backend.generations
+    finally:
+        backend.close()
+    result = {
+        "benchmark": "agent-latency", "machine": machine_info(), "tokenizer": model,
+        "load_average_before": load_before, "load_average_after": load_average(),
+        "settings": {"agent_wait": "instant", "pi_wait": "instant", "rolling": False, "store": ":memory:",
+                     "repeats": repeats, "refinement": "canned narrative (the answer path never calls the model)"},
+        "generations": generations, "rows": rows,
+        "worst_p95_s": max(r["p95_s"] for r in rows), "elapsed_s": round(time.monotonic() - t_all, 1),
+    }
+    write_json(out_dir / "agent_latency.json", result)
+    return result
+
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -652,7 +865,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="one transcript per agent (the 0.5B with the model)")
     ap.add_argument("--model", default=None, help="bundled model name (default: 1.5B full, 0.5B quick)")
     ap.add_argument("--out", type=Path, default=RESULTS_DIR)
+    ap.add_argument("--latency", action="store_true", help="each door's answer latency (agent_latency.json)")
+    ap.add_argument("--repeats", type=int, default=5, help="--latency: repeats per cell")
     args = ap.parse_args(argv)
+    if args.latency:
+        out = latency(args.repeats, args.out, args.model)
+        print(f"worst p95 {out['worst_p95_s']} s over {len(out['rows'])} cells")
+        return 0
     result = run(quick=args.quick, out_dir=args.out, use_model=not args.no_model, model=args.model)
     print(result["headline"])
     return 0

@@ -35,6 +35,7 @@ DEFAULT_HEADER_TIMEOUT_S = 15.0
 Engine = Literal["auto", "llama", "mlx", "openai"]
 Tokenizer = Literal["auto", "engine", "tokenizers"]
 LogLevel = Literal["critical", "error", "warning", "info", "debug"]
+AgentWait = Literal["instant", "model"]
 
 
 class SettingsError(ValueError):
@@ -55,7 +56,7 @@ class Settings(BaseSettings):
                                                "(llama-server...)")
     engine_url: str | None = Field(None, description="the remote engine's base URL (--engine openai)")
     ctx: int | None = Field(None, ge=1, description="engine context size (default 8192)")
-    threads: int | None = Field(None, ge=1, description="inference threads (default: all cores)")
+    threads: int | None = Field(None, ge=1, description="inference threads (default: every core but one)")
     tokenizer: Tokenizer = Field("auto", description="count with the engine itself or the `tokenizers` rebuild "
                                                      "of its vocabulary (same ids)")
     db: str | None = Field(None, description="SQLite store (default: compactd.sqlite3 in the data dir)")
@@ -74,6 +75,10 @@ class Settings(BaseSettings):
     upstream: str | None = Field(None, description="Responses API base URL (e.g. https://api.openai.com/v1) that "
                                                     "/v1/responses forwards every non-compaction request to")
     rolling: bool = Field(True, description="background rolling summaries")
+    agent_wait: AgentWait = Field("instant", description="how an agent's compaction request (chat completions, "
+                                                         "Codex's /v1/responses) waits: instant answers with the "
+                                                         "deterministic checkpoint and refines the narrative in the "
+                                                         "background; model waits for the model's narrative")
     log_level: LogLevel = Field("info", description="server log level")
 
     @field_validator("ctx", "threads", mode="before")

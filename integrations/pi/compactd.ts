@@ -4,18 +4,22 @@
  * On `session_before_compact` it posts the messages pi is about to drop, untruncated (pi's own
  * summarizer sees tool output cut at 2,000 characters), to compactd's session API in pi's own
  * message shape, asks compactd to compact them all (`tail=false`: pi keeps its own recent
- * turns), and returns compactd's summary as pi's compaction. When compactd is not reachable
+ * turns), and returns compactd's summary as pi's compaction. By default compactd answers at once
+ * (`wait=instant`: the deterministic checkpoint; the model's narrative is refined in the
+ * background and carried into the next compaction); COMPACTD_WAIT=model waits for the model. When compactd is not reachable
  * (a short health check) or fails, it returns nothing and pi compacts as it always does.
  *
  * Install: `compactd integrate pi` copies it to the project's .pi/extensions/ (`--global`:
  * ~/.pi/agent/extensions/), where pi finds it, with compactd's URL as the default below.
- * COMPACTD_URL (default http://127.0.0.1:7433), COMPACTD_API_KEY, COMPACTD_TIMEOUT_MS.
+ * COMPACTD_URL (default http://127.0.0.1:7433), COMPACTD_API_KEY, COMPACTD_TIMEOUT_MS,
+ * COMPACTD_WAIT (instant, the default, or model).
  */
 import type { ExtensionAPI } from "@mariozechner/pi-coding-agent";
 
 const BASE = (process.env.COMPACTD_URL ?? "http://127.0.0.1:7433").replace(/\/+$/, "");
 const HEALTH_TIMEOUT_MS = 2_000; // compactd runs on this machine: it answers at once or not at all
-const COMPACT_TIMEOUT_MS = Number(process.env.COMPACTD_TIMEOUT_MS ?? 900_000); // a CPU summary takes minutes
+const COMPACT_TIMEOUT_MS = Number(process.env.COMPACTD_TIMEOUT_MS ?? 900_000); // wait=model on a CPU: minutes
+const WAIT = process.env.COMPACTD_WAIT === "model" ? "model" : "instant";
 
 async function call(path: string, init: RequestInit, timeoutMs: number, signal?: AbortSignal): Promise<any> {
   const limit = AbortSignal.timeout(timeoutMs);
@@ -26,11 +30,16 @@ async function call(path: string, init: RequestInit, timeoutMs: number, signal?:
   return res.json();
 }
 
-/** Whether pi's previous summary is the one compactd returned last for this session. */
+/** Whether pi's previous summary is the one compactd returned last for this session (the latest
+ * checkpoint, or the instant one the latest refines: what pi got before the model's narrative). */
 async function ours(session: string, previous: string): Promise<boolean> {
+  const same = (cp: any) => typeof cp.summary_text === "string" && previous.trim().startsWith(cp.summary_text.trim());
   try {
     const cp = await call(`/v1/sessions/${session}/checkpoint`, { method: "GET" }, HEALTH_TIMEOUT_MS);
-    return typeof cp.summary_text === "string" && previous.trim().startsWith(cp.summary_text.trim());
+    if (same(cp)) return true;
+    if (!cp.refines) return false;
+    return same(await call(`/v1/sessions/${session}/checkpoint?version=${cp.refines}`, { method: "GET" },
+                           HEALTH_TIMEOUT_MS));
   } catch {
     return false;
   }
@@ -60,7 +69,7 @@ export default function (pi: ExtensionAPI) {
       if (records.length === 0) return undefined;
       await call(`/v1/sessions/${session}/messages?format=pi`, { method: "POST", body: JSON.stringify(records) },
                  COMPACT_TIMEOUT_MS, event.signal);
-      const result = await call(`/v1/sessions/${session}/compact?tail=false&wait=model`, { method: "POST" },
+      const result = await call(`/v1/sessions/${session}/compact?tail=false&wait=${WAIT}`, { method: "POST" },
                                 COMPACT_TIMEOUT_MS, event.signal);
       const summary: string = result.checkpoint.summary_text;
       const modified = new Set([...prep.fileOps.edited, ...prep.fileOps.written]);

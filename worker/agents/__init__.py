@@ -8,7 +8,15 @@ claude_code.py is glue for an agent that cannot hand its compaction over whole: 
 `compactd hook claude-code` answers around Claude Code's own summary.
 """
 
-from .compactor import AgentCompaction, AgentCompactor, NothingToCompact, received_session
+from .compactor import (
+           AgentCompaction,
+           AgentCompactor,
+           AgentWait,
+           NothingToCompact,
+           Refinement,
+           received_session,
+)
 from .recognize import AgentRequest, recognize
 
-__all__ = ["AgentCompaction", "AgentCompactor", "AgentRequest", "NothingToCompact", "received_session", "recognize"]
+__all__ = ["AgentCompaction", "AgentCompactor", "AgentRequest", "AgentWait", "NothingToCompact", "Refinement",
+           "received_session", "recognize"]

@@ -12,6 +12,15 @@ and the pipeline runs with `previous=` that checkpoint, so the ledger carries ev
 and the narrative is updated rather than restarted. A prior summary we did not write (the
 agent's own, or one from before a restart) is the anchor of a fresh session. The state lives in
 memory, bounded (MAX_SESSIONS, least recently used dropped); a restart starts sessions afresh.
+
+How a request waits (`wait`, the `agent_wait` setting): `instant` (the default) answers with the
+deterministic checkpoint (every fact section, the goal from the user's words, the previous
+narrative carried: no model call on the request path) and hands back a `Refinement`: the
+synchronous path on the same snapshot, run by the caller as one background job per agent
+session. Its result replaces the state's checkpoint (the reply the agent holds stays the key),
+so the session's next compaction is an update on the model's narrative. A newer compaction of
+the session supersedes a pending refinement (`superseded`: its job is cancelled, and a result
+that lands anyway is dropped). `model` waits for the model's narrative; `none` never calls it.
 """
 
 from __future__ import annotations
@@ -19,8 +28,8 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
 
 from backends.base import Backend
 
@@ -38,6 +47,7 @@ MAX_SESSIONS = 256  # rolling states kept; an agent session idle past this many 
 # protected share, so a window larger than any agent's keeps both at their own limits.
 AGENT_CONTEXT_LIMIT = 131_072
 PRIOR_SUMMARY_ID = "prior-summary"
+AgentWait = Literal["instant", "model", "none"]
 
 
 @dataclass
@@ -48,11 +58,23 @@ class AgentState:
 
 
 @dataclass
+class Refinement:
+    """The model's narrative for an answered instant checkpoint: what the background job runs."""
+
+    key: str  # the agent session's state key
+    session: Session
+    previous: Checkpoint | None
+    config: CompactionConfig
+    answered: Checkpoint  # the deterministic checkpoint the agent got: the state it refines
+
+
+@dataclass
 class AgentCompaction:
     text: str
     checkpoint: Checkpoint
     mode: str  # "fresh", "update" or "anchored" (a prior summary we did not write)
     messages: int  # received in this request
+    refinement: Refinement | None = field(default=None, repr=False)
 
 
 class NothingToCompact(ValueError):
@@ -77,6 +99,7 @@ class AgentCompactor:
     def __init__(self) -> None:
         self._states: OrderedDict[str, AgentState] = OrderedDict()
         self._lock = threading.Lock()
+        self.refining: dict[str, Any] = {}  # state key -> its pending background job (the caller's)
 
     def _match(self, req: AgentRequest) -> tuple[str, AgentState] | None:
         if not req.prior_summary:
@@ -86,23 +109,43 @@ class AgentCompactor:
             keyed = self._states.get(req.session_key) if req.session_key else None
             candidates = ([(req.session_key, keyed)] if keyed is not None else []) + list(self._states.items())
             for key, state in candidates:
-                if prior.startswith(state.reply.strip()):
+                reply = state.reply.strip()
+                # Codex re-injects it after its own prefix paragraph; pi appends its file lists.
+                if prior.startswith(reply) or (req.agent == "codex" and reply in prior):
                     return key, state  # type: ignore[return-value]
         return None
 
-    def prepare(self, req: AgentRequest, received: Session) -> tuple[Session, Checkpoint | None, str | None, str]:
-        """(session to compact, previous checkpoint, the state key it continues, mode)."""
+    def superseded(self, req: AgentRequest) -> Any:
+        """The pending refinement job this request's compaction makes stale (the caller cancels
+        it), or None."""
+        matched = self._match(req) if req.kind == "history" else None
+        keys = {matched[0]} if matched is not None else set()
+        if req.session_key:
+            keys.add(req.session_key)
+        with self._lock:
+            for key in keys:
+                job = self.refining.pop(key, None)
+                if job is not None:
+                    return job
+        return None
+
+    def prepare(self, req: AgentRequest, received: Session,
+                after: Session | None = None) -> tuple[Session, Checkpoint | None, str | None, str]:
+        """(session to compact, previous checkpoint, the state key it continues, mode). `after`:
+        what follows the prior summary in `received` (Codex re-sends its kept user messages
+        before it), the new messages of an update."""
         if not received.messages:
             raise NothingToCompact("the compaction request holds no conversation")
         matched = self._match(req) if req.kind == "history" else None
         if matched is not None:
             key, state = matched
             base = len(state.session.messages)
-            new = [m.model_copy(update={"id": message_id(base + i)}) for i, m in enumerate(received.messages)]
+            fresh = (after if after is not None else received).messages
+            new = [m.model_copy(update={"id": message_id(base + i)}) for i, m in enumerate(fresh)]
             session = state.session.model_copy(update={"messages": state.session.messages + new}, deep=True)
             return session, state.checkpoint, key, "update"
         session = received.model_copy(update={"id": req.session_key or "agent"}, deep=True)
-        if req.prior_summary and req.kind == "history":
+        if req.prior_summary and req.kind == "history" and req.agent != "codex":  # Codex's is in its input
             anchor = Message(id=PRIOR_SUMMARY_ID, role="user", is_summary=True,
                              parts=[TextPart(text=req.prior_summary)])
             session.messages.insert(0, anchor)
@@ -110,11 +153,13 @@ class AgentCompactor:
         return session, None, None, "fresh"
 
     def run(self, req: AgentRequest, received: Session, backend: Backend, counter: TokenCounter,
-            max_tokens: int | None, priority: int, use_model: bool = True) -> AgentCompaction:
-        """use_model False: the deterministic checkpoint in the agent's template (no model call)."""
-        session, previous, key, mode = self.prepare(req, received)
+            max_tokens: int | None, priority: int, wait: AgentWait = "model", *,
+            after: Session | None = None, context_limit: int = AGENT_CONTEXT_LIMIT) -> AgentCompaction:
+        """The agent's reply (see the module docstring for `wait`); an instant one carries the
+        Refinement to run in the background."""
+        session, previous, key, mode = self.prepare(req, received, after)
         config = CompactionConfig(
-            context_limit=AGENT_CONTEXT_LIMIT, use_model=use_model, priority=priority,
+            context_limit=context_limit, use_model=wait == "model", priority=priority,
             summary_max_tokens=min(SUMMARY_MAX_TOKENS, max_tokens or SUMMARY_MAX_TOKENS),
             verbatim_tail=False, reference_prefix=False, loop_guard=False,
         )
@@ -122,11 +167,36 @@ class AgentCompactor:
         checkpoint = result.checkpoint
         checkpoint.audit = replace(checkpoint.audit, mode=f"agent:{req.agent}:{mode}")
         text = render(result.sections, checkpoint.lang, req.agent, req.kind, id_forms([m.id for m in session.messages]))
+        refinement = None
         if req.kind == "history":
-            self._remember(key, req.session_key, AgentState(session, checkpoint, text))
-        return AgentCompaction(text, checkpoint, mode, len(received.messages))
+            state_key = self._remember(key, req.session_key, AgentState(session, checkpoint, text))
+            if wait == "instant":
+                refinement = Refinement(state_key, session, previous, replace(config, use_model=True), checkpoint)
+        return AgentCompaction(text, checkpoint, mode, len(received.messages), refinement)
 
-    def _remember(self, old_key: str | None, session_key: str | None, state: AgentState) -> None:
+    def refine(self, refinement: Refinement, backend: Backend, counter: TokenCounter, priority: int) -> dict[str, Any]:
+        """The model's narrative for an answered instant checkpoint, kept as its session's
+        checkpoint unless a newer compaction replaced that state meanwhile."""
+        with self._lock:
+            state = self._states.get(refinement.key)
+        if state is None or state.checkpoint is not refinement.answered:
+            return {"status": "stale"}
+        config = replace(refinement.config, priority=priority)
+        result = compact(refinement.session, backend, config, previous=refinement.previous, counter=counter)
+        checkpoint = result.checkpoint
+        checkpoint.audit = replace(checkpoint.audit, mode=f"{refinement.answered.audit.mode}:refined")
+        with self._lock:
+            state = self._states.get(refinement.key)
+            if state is None or state.checkpoint is not refinement.answered:
+                return {"status": "stale"}
+            state.checkpoint = checkpoint  # the reply the agent holds stays the match
+        return {"status": "done", "model_calls": len(checkpoint.timings.model)}
+
+    def state_of(self, key: str) -> AgentState | None:
+        with self._lock:
+            return self._states.get(key)
+
+    def _remember(self, old_key: str | None, session_key: str | None, state: AgentState) -> str:
         key = session_key or _fingerprint(state.reply)
         with self._lock:
             if old_key is not None and old_key != key:
@@ -135,9 +205,11 @@ class AgentCompactor:
             self._states.move_to_end(key)
             while len(self._states) > MAX_SESSIONS:
                 self._states.popitem(last=False)
+        return key
 
     def __len__(self) -> int:
         return len(self._states)
 
 
-__all__ = ["AgentCompaction", "AgentCompactor", "AgentState", "NothingToCompact", "received_session"]
+__all__ = ["AgentCompaction", "AgentCompactor", "AgentState", "AgentWait", "NothingToCompact", "Refinement",
+           "received_session"]

@@ -32,7 +32,7 @@ PRIOR_RE = {
 }
 FOCUS_RE = re.compile(r"\n\nAdditional focus: (.*)\Z", re.S)  # pi's /compact <instructions>
 
-Agent = Literal["opencode", "pi", "generic"]
+Agent = Literal["opencode", "pi", "codex", "generic"]
 Kind = Literal["history", "turn_prefix"]
 
 

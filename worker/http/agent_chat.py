@@ -1,7 +1,10 @@
 """The reply to an agent's compaction request at /v1/chat/completions (worker/agents/).
 
 Runs as one foreground job on the scheduler (never preempted, cancelled when the client goes
-away) and answers as OpenAI does: a `chat.completion`, or with `stream` the role chunk at once,
+away); by default (`agent_wait` instant) that job is the deterministic checkpoint, no model call,
+and the model's narrative is refined afterwards in one background job per agent session
+(`queue_refinement`, shared with Codex's door), carried into that session's next compaction.
+It answers as OpenAI does: a `chat.completion`, or with `stream` the role chunk at once,
 SSE comments while the pipeline works (a compaction takes tens of seconds and a client or
 proxy must not take silence for a dead stream), the summary as one content chunk, the finish
 chunk, the include_usage chunk with `choices: []`, then `[DONE]`. Usage counts the request's
@@ -17,9 +20,9 @@ from typing import Any
 
 from fastapi import Request
 
-from ..agents import AgentCompaction, AgentCompactor, AgentRequest, received_session
-from ..service.records import JobKind
-from ..service.scheduler import FOREGROUND_LANE, Job, JobBackend
+from ..agents import AgentCompaction, AgentCompactor, AgentRequest, AgentWait, Refinement, received_session
+from ..service.records import JobKind, JobStatus
+from ..service.scheduler import BACKGROUND_LANE, FOREGROUND_LANE, Job, JobBackend, Overloaded
 from ..service.service import CompactdService
 from . import chat
 from .errors import ApiError
@@ -36,18 +39,70 @@ def compactor_of(request: Request) -> AgentCompactor:
     return state.agent_compactor
 
 
-def _submit(service: CompactdService, compactor: AgentCompactor, req: AgentRequest,
-            messages: list[dict[str, Any]], max_tokens: int | None, use_model: bool = True) -> Job:
+def agent_wait(request: Request) -> AgentWait:
+    """The app's `agent_wait` setting: instant (the default), model, or none (no model at all)."""
+    return getattr(request.app.state, "agent_wait", "instant")
+
+
+def submit_agent(service: CompactdService, compactor: AgentCompactor, req: AgentRequest, received: Any,
+                 max_tokens: int | None, wait: AgentWait, **run_options: Any) -> Job:
+    """The agent's compaction as one foreground job, never preempted; a refinement it makes
+    stale is cancelled first. Call on the event loop."""
     backend = service.require_backend()
-    received = received_session(req, messages)
-    compactor.prepare(req, received)  # NothingToCompact before a job is queued
+    compactor.prepare(req, received, run_options.get("after"))  # NothingToCompact before a job is queued
+    stale = compactor.superseded(req)
+    if stale is not None:
+        service.cancel(stale, "superseded by a newer compaction")
 
     def run(job: Job) -> AgentCompaction:
         assert service.counter is not None
         return compactor.run(req, received, JobBackend(backend, job, service.scheduler), service.counter,
-                             max_tokens, job.priority, use_model)
+                             max_tokens, job.priority, wait, **run_options)
 
-    return service.scheduler.submit(JobKind.AGENT_COMPACTION, run, lane=FOREGROUND_LANE, preemptible=False)
+    job = service.scheduler.submit(JobKind.AGENT_COMPACTION, run, lane=FOREGROUND_LANE, preemptible=False)
+    assert job.future is not None
+    job.future.add_done_callback(lambda f: _answered(service, compactor, f))
+    return job
+
+
+def _answered(service: CompactdService, compactor: AgentCompactor, future: Any) -> None:
+    if future.cancelled() or future.exception() is not None:
+        return
+    refinement = getattr(future.result(), "refinement", None)
+    if refinement is not None:
+        queue_refinement(service, compactor, refinement)
+
+
+def queue_refinement(service: CompactdService, compactor: AgentCompactor, refinement: Refinement) -> Job | None:
+    """The model's narrative for an answered instant checkpoint, in the background lane (one per
+    agent session: a newer compaction cancels it; a preempted one runs again while still wanted)."""
+    backend = service.require_backend()
+
+    def run(job: Job) -> dict[str, Any]:
+        assert service.counter is not None
+        return compactor.refine(refinement, JobBackend(backend, job, service.scheduler), service.counter,
+                                job.priority)
+
+    try:
+        job = service.scheduler.submit(JobKind.AGENT_REFINE, run, lane=BACKGROUND_LANE)
+    except Overloaded:
+        service.metrics.inc("compactd_refinements_total", status="skipped_overload")
+        return None
+    compactor.refining[refinement.key] = job
+
+    def ended(_f: Any) -> None:
+        if compactor.refining.get(refinement.key) is job:
+            del compactor.refining[refinement.key]
+        outcome = (job.result or {}).get("status", "done") if job.status == JobStatus.DONE else job.status
+        service.metrics.inc("compactd_refinements_total", status=outcome)
+        preempted = job.status == JobStatus.CANCELLED and (job.error or "").startswith("preempted")
+        state = compactor.state_of(refinement.key)
+        if preempted and state is not None and state.checkpoint is refinement.answered:
+            queue_refinement(service, compactor, refinement)
+
+    assert job.future is not None
+    job.future.add_done_callback(ended)
+    return job
 
 
 def _usage(service: CompactdService, messages: list[dict[str, Any]], text: str) -> dict[str, Any]:
@@ -69,8 +124,8 @@ async def agent_completion(req: AgentRequest, request: Request, service: Compact
                            messages: list[dict[str, Any]], head: dict[str, Any], stream: bool,
                            include_usage: bool, max_tokens: int | None) -> Any:
     """The summary, in the agent's template, as a completion or a stream of chunks."""
-    job = _submit(service, compactor_of(request), req, messages, max_tokens,
-                  getattr(request.app.state, "agent_use_model", True))
+    job = submit_agent(service, compactor_of(request), req, received_session(req, messages), max_tokens,
+                       agent_wait(request))
     assert job.future is not None
     t0 = time.perf_counter()
 
@@ -118,4 +173,4 @@ async def agent_completion(req: AgentRequest, request: Request, service: Compact
     return chat.event_stream(events())
 
 
-__all__ = ["agent_completion", "compactor_of"]
+__all__ = ["agent_completion", "agent_wait", "compactor_of", "queue_refinement", "submit_agent"]

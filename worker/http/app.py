@@ -133,10 +133,11 @@ def create_app(
     app.include_router(page)  # the page a person reads (worker/http/page.py)
     app.include_router(responses)  # Codex's provider endpoint (worker/http/responses.py)
     app.state.upstream = settings.upstream
-    # False: agents' compaction requests (chat completions, Codex's responses) are answered with
-    # the deterministic checkpoint, no model call. `compactd serve` always uses the model; the
-    # agent-paths benchmark's --no-model sets it.
-    app.state.agent_use_model = True
+    # How agents' compaction requests (chat completions, Codex's responses) wait: "instant" (the
+    # default) answers with the deterministic checkpoint and refines the narrative in the
+    # background; "model" waits for it; "none" (the agent-paths benchmark's --no-model) never
+    # calls the model.
+    app.state.agent_wait = settings.agent_wait
     # Outermost last: the size limit applies before authentication reads anything, and the
     # latency metric sees every answer, the guards' included.
     api_key = settings.api_key_value()

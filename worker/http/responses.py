@@ -9,7 +9,10 @@ turn (verified with codex 0.171.0). So compactd stands in front of the real prov
   function_call / function_call_output pairs, reasoning: the rollout importer's own item
   parser), the verified pipeline runs over the whole received head (no verbatim tail and no
   reference prefix: Codex keeps its own recent turns and prefixes the summary itself), and the
-  summary streams back in the events Codex's SSE reader needs: `response.created`,
+  summary streams back in the events Codex's SSE reader needs (by default, `agent_wait`
+  instant, at once: the deterministic checkpoint, the model's narrative refined in the
+  background and carried into the session's next compaction, as for opencode and pi, whose
+  rolling state per session this door shares: worker/agents/compactor.py): `response.created`,
   `response.output_item.added`, `response.output_text.delta`, `response.output_item.done` (a
   message item), `response.completed` with usage;
 - **every other request** is forwarded to `--upstream` (a Responses base URL, e.g.
@@ -32,14 +35,14 @@ from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 from starlette.background import BackgroundTask
 
-from ..agents.template import render
+from ..agents import AgentCompaction, AgentRequest
 from ..formats import codex
-from ..pipeline import CompactionConfig, CompactionResult, compact
-from ..service.records import JobKind
-from ..service.scheduler import FOREGROUND_LANE, Job, JobBackend
+from ..pipeline.checkpoint import Checkpoint
+from ..service.scheduler import Job
 from ..service.service import CompactdService
-from ..session import Session, id_forms
+from ..session import Session
 from . import chat
+from .agent_chat import agent_wait, compactor_of, submit_agent
 from .errors import ApiError, api_error_for
 from .routes import DISCONNECT_POLL_S, get_service
 
@@ -144,9 +147,9 @@ def completion_events(response: dict[str, Any], text: str, usage: dict[str, Any]
     ]
 
 
-def usage_of(service: CompactdService, result: CompactionResult, text: str) -> dict[str, Any]:
+def usage_of(service: CompactdService, checkpoint: Checkpoint, text: str) -> dict[str, Any]:
     """The history compactd read, and the text Codex gets (ids stripped: not the checkpoint's summary)."""
-    before, summary = result.checkpoint.tokens.before, service.require_backend().count(text)
+    before, summary = checkpoint.tokens.before, service.require_backend().count(text)
     return {"input_tokens": before, "input_tokens_details": {"cached_tokens": 0},
             "output_tokens": summary, "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": before + summary}
@@ -155,20 +158,20 @@ def usage_of(service: CompactdService, result: CompactionResult, text: str) -> d
 # ----------------------------------------------------------------------------- compaction
 
 
-def submit_compaction(service: CompactdService, session: Session, use_model: bool = True) -> Job:
-    """The pipeline over the whole received head, in the foreground lane, never preempted
-    (use_model False: the deterministic checkpoint, no model call)."""
-    backend = service.require_backend()
-
-    def run(job: Job) -> CompactionResult:
-        # No loop guard: Codex decided to compact and replaces its whole history with the reply,
-        # so even a reply longer than a short head is the answer it needs.
-        # Codex keeps no tail of its own beyond what it re-sends, and has decided to compact.
-        config = CompactionConfig(context_limit=service.config.context_limit, priority=job.priority,
-                                  use_model=use_model, verbatim_tail=False, reference_prefix=False, loop_guard=False)
-        return compact(session, JobBackend(backend, job, service.scheduler), config, counter=service.counter)
-
-    return service.scheduler.submit(JobKind.AGENT_COMPACTION, run, lane=FOREGROUND_LANE, preemptible=False)
+def submit_compaction(request: Request, service: CompactdService, session: Session) -> Job:
+    """The pipeline over the whole received head, in the foreground lane, never preempted, with
+    the agent compactor's rolling state under Codex's session id: a re-injected summary that
+    holds our last reply is an update of that session (its new messages: those after it).
+    No loop guard (Codex decided to compact and replaces its whole history with the reply), no
+    tail of our own (Codex keeps none beyond what it re-sends); the reply cites no message id
+    (Codex cannot look one up)."""
+    summaries = [i for i, m in enumerate(session.messages) if m.is_summary]
+    last = summaries[-1] if summaries else None
+    prior = session.messages[last].text if last is not None else None
+    after = session.model_copy(update={"messages": session.messages[last + 1:]}) if last is not None else None
+    req = AgentRequest("codex", "history", None, prior, session.id)
+    return submit_agent(service, compactor_of(request), req, session, None, agent_wait(request),
+                        after=after, context_limit=service.config.context_limit)
 
 
 async def compaction_stream(request: Request, service: CompactdService, job: Job,
@@ -189,16 +192,14 @@ async def compaction_stream(request: Request, service: CompactdService, job: Job
             waited = 0.0
             yield event("response.in_progress", response=response)
     try:
-        result: CompactionResult = job.future.result()
+        result: AgentCompaction = job.future.result()
     except Exception as exc:  # noqa: BLE001 - the stream has started: the error is an event
         err = api_error_for(exc)
         yield event("response.failed", response={**response, "status": "failed",
                                                  "error": {"code": err.code, "message": err.message}})
         return
-    # Codex replaces its history with this text and cannot look up compactd's message ids.
-    text = render(result.sections, result.checkpoint.lang, "codex",
-                  ids=id_forms([m.id for m in result.pruned_session.messages]))
-    usage = await asyncio.to_thread(usage_of, service, result, text)
+    text = result.text
+    usage = await asyncio.to_thread(usage_of, service, result.checkpoint, text)
     for chunk in completion_events(response, text, usage):
         yield chunk
 
@@ -267,7 +268,9 @@ async def create_response(request: Request) -> Any:
     meta = turn_metadata(body, request.headers)
     session = session_from_input(body, str(meta.get("session_id") or request.headers.get("session-id")
                                            or f"codex-{uuid.uuid4().hex}"))
-    job = submit_compaction(service, session, getattr(request.app.state, "agent_use_model", True))
+    if not session.messages:
+        raise ApiError(400, "invalid_request", "the compaction request holds no conversation", param="input")
+    job = submit_compaction(request, service, session)
     stream = compaction_stream(request, service, job, str(body.get("model") or service.model_name()))
     if body.get("stream") is False:
         return await _collect(stream)

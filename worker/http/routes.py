@@ -209,8 +209,9 @@ async def compact_session(
 
 @sessions.get("/v1/sessions/{session_id}/checkpoint")
 async def get_checkpoint(session_id: str, service: Service,
-                         format: Literal["openai", "anthropic"] = "openai") -> Any:
-    return service.checkpoint_view(session_id, format)
+                         format: Literal["openai", "anthropic"] = "openai",
+                         version: int | None = Query(None, ge=1)) -> Any:
+    return service.checkpoint_view(session_id, format, version)
 
 
 @sessions.get("/v1/sessions/{session_id}/history/search")

@@ -49,6 +49,7 @@ class JobKind(str, Enum):
     REFINE = "refine"  # the model narrative after an instant checkpoint
     CHAT = "chat"  # plain generation (/v1/chat/completions)
     AGENT_COMPACTION = "agent_compaction"  # an agent's own compaction request (opencode, pi, Codex)
+    AGENT_REFINE = "agent_refine"  # the model narrative after an agent was answered at once
 
     def __str__(self) -> str:  # metric labels and f-strings show "chat", not "JobKind.CHAT"
         return self.value
