@@ -79,8 +79,9 @@ def _engine_version() -> str:
 
 
 def default_threads() -> int:
-    """Inference threads when none are asked for: every core but one (at least one)."""
-    return max(1, (os.cpu_count() or 2) - 1)
+    """Inference threads when none are asked for: every core. On busy cores fewer decode faster
+    (benchmarks/threads.py); the default changes once that is measured on an idle machine too."""
+    return max(1, os.cpu_count() or 1)
 
 
 @dataclass
@@ -143,8 +144,6 @@ class LlamaCppBackend(LocalTokenizerMixin):
             self.meta.chat_template, self.meta.bos_token, self.meta.eos_token, chat_format, self.model_name
         )
         self.n_ctx = n_ctx
-        # One core left to the agent and the user's tools: on 2 busy cores 1 thread decodes faster
-        # than 2 (benchmarks/threads.py, README's machine section).
         self.n_threads = n_threads or default_threads()
         self.n_batch = n_batch
         self.seed = seed

@@ -56,7 +56,7 @@ class Settings(BaseSettings):
                                                "(llama-server...)")
     engine_url: str | None = Field(None, description="the remote engine's base URL (--engine openai)")
     ctx: int | None = Field(None, ge=1, description="engine context size (default 8192)")
-    threads: int | None = Field(None, ge=1, description="inference threads (default: every core but one)")
+    threads: int | None = Field(None, ge=1, description="inference threads (default: every core; fewer decode faster on busy cores)")
     tokenizer: Tokenizer = Field("auto", description="count with the engine itself or the `tokenizers` rebuild "
                                                      "of its vocabulary (same ids)")
     db: str | None = Field(None, description="SQLite store (default: compactd.sqlite3 in the data dir)")
