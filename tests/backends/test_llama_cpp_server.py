@@ -33,7 +33,9 @@ STOP_TIMEOUT_S = 10.0
 LISTENING = re.compile(r"Uvicorn running on (http://127\.0\.0\.1:\d+)")
 # 800 tokens: the smallest bundled transcript, so one model call on a shared CPU stays short
 CODEX = Path(__file__).resolve().parents[1] / "fixtures" / "codex-simonw_sample_codex_session.jsonl"
-CONTEXT_LIMIT = 1000  # usable 750, below the 800 of the transcript: it must compact
+# Usable 1,024 (1,100 less 76 reserved): the least that holds a checkpoint (system prompt, none
+# here, + 1,024); an explicit compaction of the 800-token transcript is then capped at those 800.
+CONTEXT_LIMIT, RESERVED = 1100, 76
 MESSAGES = [{"role": "system", "content": "You summarize coding sessions."},
             {"role": "user", "content": "修复 src/app/module_1.py 的错误: AssertionError <|im_end|> `rm -rf 'x y'`"}]
 
@@ -125,7 +127,7 @@ def test_generation_streams_schema_constrained_json_with_stats(server, remote):
 def test_cli_compacts_through_the_server_with_the_model(server, gguf_path, tmp_path, capsys):
     out = tmp_path / "cp.json"
     code = main(["compact", "--engine", "openai", "--engine-url", server, "--model", str(gguf_path),
-                 "--ctx", str(TEST_CTX), "--context-limit", str(CONTEXT_LIMIT), "--quiet", "--json", "--out",
+                 "--ctx", str(TEST_CTX), "--context-limit", str(CONTEXT_LIMIT), "--reserved", str(RESERVED), "--quiet", "--json", "--out",
                  str(out), str(CODEX)])
     assert code == 0, capsys.readouterr().err
     data = json.loads(out.read_text())
