@@ -118,7 +118,7 @@ def test_job_kinds_are_one_enum_whose_values_are_the_stored_strings():
     plain, typed = run_async(scenario())
     assert plain.kind is JobKind.CHAT and plain.kind == "chat" and f"{plain.kind}" == "chat"
     assert str(typed.kind) == "agent_compaction"
-    assert [k.value for k in JobKind] == ["compact", "rolling", "refine", "chat", "agent_compaction"]
+    assert [k.value for k in JobKind] == ["compact", "rolling", "refine", "chat", "agent_compaction", "agent_refine"]
     assert {str(k) for k in PERSISTED_KINDS} == {"compact", "rolling", "refine"}
 
 
