@@ -40,6 +40,19 @@ def test_tokenizers_matches_engine_on_corpus_files(llama_backend, gguf_path):
         assert tok.encode(text, add_special_tokens=False).ids == llama_backend.engine_tokenize(text), f.name
 
 
+def test_counts_piece_by_piece_equal_whole_text_counts(llama_backend):
+    """count() sums the pieces between added tokens, each memoized: the same as the whole
+    text's ids, on the samples, on transcripts with the template's tokens inside message
+    text, and on a text counted twice (the memo's answer)."""
+    assert llama_backend._pieces is not None  # Qwen's added tokens allow it
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures"
+    texts = list(SAMPLES.values()) + [p.read_text(encoding="utf-8")[:200_000]
+                                      for p in sorted(fixtures.glob("*.jsonl"))[:6]]
+    texts.append("".join(SAMPLES.values()) * 3)
+    for text in texts + texts:
+        assert llama_backend.count(text) == len(llama_backend.tokenize(text))
+
+
 def test_template_matches_llama_cpp_python_formatter(llama_backend):
     from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
