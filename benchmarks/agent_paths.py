@@ -45,7 +45,7 @@ bundled model's real tokenizer. Model use: the facts (errors, paths, commands, c
 come from compactd's deterministic ledger; the model writes only the narrative. By default each
 path answers as the integration gets it: opencode, Codex and pi with the model (the default
 1.5B; --quick the 0.5B), the Claude Code hook never. --no-model answers every path with the
-deterministic checkpoint (app.state.agent_wait "none", pi's wait=instant with its background
+deterministic checkpoint (the service's agent_wait "none", pi's wait=instant with its background
 refinement cancelled) and never loads the weights: the backend refuses any generation and the
 JSON counts attempts. The agent's own summary (benchmarks/real_facts.agent_summary_text) and
 every path's text are scored by real_facts.score_text, on the facts from before the agent's
@@ -298,9 +298,10 @@ def opencode_path(app: AgentApp, case: RealCase, facts: list[Any]) -> tuple[dict
             "generations": app.backend.generations - generations, "request_chars": len(json.dumps(body)),
             "saw": "opencode's request: system prompt + <conversation> blob, tool results cut at 2,000 characters"}
     path["score"] = score_text(text, facts)
-    from worker.agents import received_session, recognize
+    from worker.agents import profiles
 
-    received = received_session(recognize(body["messages"], headers), body["messages"])
+    req = profiles.recognize(body, headers)
+    received = profiles.get(req.agent).read(req, body).session
     path["ledger"] = ledger_check(ledger_text(received), text, facts)
     return {"chat_completions": path}, cut
 
@@ -347,7 +348,7 @@ def codex_path(app: AgentApp, case: RealCase, facts: list[Any]) -> tuple[dict[st
             "request_chars": len(json.dumps(body)),
             "saw": "Codex's request: every response_item before the compacted record, then its compaction prompt"}
     path["score"] = score_text(text, facts)
-    from worker.http.responses import session_from_input
+    from worker.agents.profiles import session_from_input
 
     path["ledger"] = ledger_check(ledger_text(session_from_input(body, "ledger")), text, facts)
     return {"responses": path}, cut
@@ -441,7 +442,7 @@ class AgentApp:
             return self.backend
 
         app = create_app(Settings(rolling=False), backend_loader=load, store=Store(":memory:"))
-        app.state.agent_wait = wait or ("model" if use_model else "none")
+        app.state.service.config.agent_wait = wait or ("model" if use_model else "none")
         self.client = TestClient(app)
 
     def __enter__(self) -> AgentApp:
@@ -739,8 +740,9 @@ def _wait(check: Any, what: str) -> None:
 
 
 def _agent_refined(app: AgentApp) -> bool:
-    compactor = app.client.app.state.agent_compactor
-    return not compactor.refining
+    from worker.service.service import AGENT_KEY
+
+    return not app.client.app.state.service.refiner.pending_keys(AGENT_KEY)
 
 
 def _chat_text(resp: Any) -> str:

@@ -300,9 +300,10 @@ def cmd_compact(args: argparse.Namespace) -> int:
 def _save_compaction(args: argparse.Namespace, session: Any, result: Any, wall: float) -> str:
     """`compact --save`: the session (its messages, appended as the service appends them) and
     the checkpoint, as its next version, into the serve database."""
+    from .config import default_db_path
     from .service.records import StoreError
     from .service.service import store_compaction
-    from .service.store import Store, default_db_path
+    from .service.store import Store
 
     db = args.db or default_db_path(args.data_dir)
     try:
@@ -517,9 +518,10 @@ def add_integrate_command(sub: Any) -> None:
 
 
 def cmd_history_search(args: argparse.Namespace) -> int:
+    from .config import default_db_path
     from .service.history import search
     from .service.records import StoreError
-    from .service.store import Store, default_db_path
+    from .service.store import Store
 
     try:
         with Store(args.db or default_db_path(args.data_dir)) as store:

@@ -16,10 +16,6 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from .service.scheduler import MAX_QUEUE_DEPTH
-from .service.service import DEFAULT_CONTEXT_LIMIT, DEFAULT_PRE_THRESHOLD
-from .service.store import default_db_path
-
 ENV_PREFIX = "COMPACTD_"
 DEFAULT_HOST = "127.0.0.1"
 # Not the default of any local-model tool: ollama 11434, LM Studio 1234, llama-server and
@@ -31,6 +27,27 @@ DEFAULT_BODY_TIMEOUT_S = 60.0
 # Request line and headers are a few hundred bytes: a connection that has not sent them by
 # then is idle or a slowloris, and is closed (uvicorn alone waits forever).
 DEFAULT_HEADER_TIMEOUT_S = 15.0
+
+# A leaf: compactd's defaults live here and the service reads them from here, so `compactd
+# --version`, the CLI's parser and the fail-open Claude Code hook never load the service.
+DEFAULT_CONTEXT_LIMIT = 32_768  # same default as `compactd compact`
+DEFAULT_PRE_THRESHOLD = 0.60  # share of usable at which rolling summaries start
+MAX_QUEUE_DEPTH = 16  # waiting jobs per lane; one more gets a 429, never an unbounded wait
+
+
+def default_db_path(data_dir: str | Path | None = None) -> Path:
+    """In `data_dir`, else COMPACTD_DATA_DIR (tests, read-only homes), else the per-user data dir."""
+    import os
+
+    override = data_dir or os.environ.get("COMPACTD_DATA_DIR")
+    if override:
+        d = Path(override).expanduser()
+    else:
+        from platformdirs import user_data_dir
+
+        d = Path(user_data_dir("compactd"))
+    return d / "compactd.sqlite3"
+
 
 Engine = Literal["auto", "llama", "mlx", "openai"]
 Tokenizer = Literal["auto", "engine", "tokenizers"]

@@ -17,9 +17,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.fakes import ScriptedBackend
+from worker.agents.profiles import COMPACT_PROMPT_START, SUMMARY_PREFIX
 from worker.config import Settings
 from worker.http.app import create_app
-from worker.http.responses import COMPACT_PROMPT_START, SUMMARY_PREFIX
+from worker.service.service import AGENT_KEY
 from worker.service.store import Store
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures/agents"
@@ -75,13 +76,18 @@ def responses(client: TestClient, body: dict) -> str:
     return r.json()["output"][0]["content"][0]["text"]
 
 
+def pending(client: TestClient, key: str):
+    """The agent session's pending refinement job, or None."""
+    return client.app.state.service.refiner.pending(AGENT_KEY + key)
+
+
 def refined(client: TestClient, key: str) -> None:
     """Wait for the agent session's background refinement to be kept as its checkpoint."""
-    compactor = client.app.state.agent_compactor
+    compactor = client.app.state.service.agents
 
     def done() -> bool:
         state = compactor.state_of(key)
-        return key not in compactor.refining and state is not None and state.checkpoint.audit.mode.endswith(":refined")
+        return pending(client, key) is None and state is not None and state.checkpoint.audit.mode.endswith(":refined")
 
     wait_until(done)
 
@@ -100,7 +106,7 @@ def test_opencode_is_answered_before_the_model_and_the_next_compaction_carries_i
         text, meta = chat(client, captured("opencode-compaction-request")["body"], headers)
         assert not model_finished(slow)  # answered while the model had not finished anything
         assert meta["model_calls"] == 0 and OPENCODE_FACT in text and NARRATIVE not in text
-        assert "ses_nowait" in client.app.state.agent_compactor.refining  # the refinement is queued
+        assert pending(client, "ses_nowait") is not None  # the refinement is queued
         refined(client, "ses_nowait")
         assert model_finished(slow)
         again, meta = chat(client, opencode_update(text), headers)
@@ -114,8 +120,8 @@ def test_pi_chat_is_answered_before_the_model_and_refined_under_its_reply(slow):
         text, meta = chat(client, body)
         assert not model_finished(slow) and meta["model_calls"] == 0
         assert "## Goal" in text and NARRATIVE not in text
-        compactor = client.app.state.agent_compactor
-        (key,) = compactor.refining  # pi names no session: the state is keyed by the reply
+        (key,) = client.app.state.service.refiner.pending_keys(AGENT_KEY)  # pi names no session: keyed by the reply
+        key = key.removeprefix(AGENT_KEY)
         refined(client, key)
         # pi's update request: its previous summary is our reply (pi appends its file lists).
         update = json.loads(json.dumps(body))
@@ -132,7 +138,7 @@ def test_a_newer_compaction_supersedes_a_pending_refinement(slow):
     with started(app_client(slow)) as client:
         headers = {"x-session-id": "ses_super"}
         text, _ = chat(client, captured("opencode-compaction-request")["body"], headers)
-        first = client.app.state.agent_compactor.refining["ses_super"]
+        first = pending(client, "ses_super")
         chat(client, opencode_update(text), headers)
         slow.hold.set()  # a running job stops at its next token
         wait_until(lambda: first.status.terminal)
@@ -146,7 +152,7 @@ def test_codex_is_answered_before_the_model_and_the_next_compaction_carries_its_
         text = responses(client, body)
         assert not model_finished(slow)
         assert "foo.py" in text and NARRATIVE not in text
-        assert key in client.app.state.agent_compactor.refining
+        assert pending(client, key) is not None
         refined(client, key)
         # Codex's next compaction: its kept user messages, our summary behind its prefix, new turns.
         items = body["input"][:-1] + [
@@ -158,7 +164,7 @@ def test_codex_is_answered_before_the_model_and_the_next_compaction_carries_its_
         assert body["input"][-1]["content"][0]["text"].startswith(COMPACT_PROMPT_START)
         again = responses(client, {**body, "input": items})
         assert NARRATIVE in again and "foo.py" in again
-        state = client.app.state.agent_compactor.state_of(key)
+        state = client.app.state.service.agents.state_of(key)
         assert state.checkpoint.audit.mode.startswith("agent:codex:update")
 
 
@@ -187,7 +193,7 @@ def test_agent_wait_model_waits_for_the_models_narrative(slow):
     with started(app_client(slow, agent_wait="model")) as client:
         text, meta = chat(client, captured("opencode-compaction-request")["body"], {"x-session-id": "ses_model"})
         assert meta["model_calls"] > 0 and NARRATIVE in text and OPENCODE_FACT in text
-        assert client.app.state.agent_compactor.refining == {}
+        assert client.app.state.service.refiner.pending_keys() == []
         assert NARRATIVE in responses(client, captured("codex-compaction-request")["body"])
 
 

@@ -53,15 +53,15 @@ def headings(text: str) -> list[str]:
 def test_captured_requests_are_recognized(name, agent, kind, prior):
     req = captured(name)
     headers = {k.lower(): v for k, v in req["headers"].items()}
-    found = recognize(flat(req["body"]["messages"]), headers)
+    found = recognize({"messages": flat(req["body"]["messages"])}, headers)
     assert (found.agent, found.kind, found.prior_summary) == (agent, kind, prior)
     assert found.session_key == headers.get("x-session-id")
 
 
 def test_plain_requests_stay_generation_unless_the_header_says_compact():
     messages = [{"role": "system", "content": "You are helpful."}, {"role": "user", "content": "Summarize this."}]
-    assert recognize(messages, {}) is None
-    forced = recognize(messages, {"x-compactd-mode": "compact"})
+    assert recognize({"messages": messages}, {}) is None
+    forced = recognize({"messages": messages}, {"x-compactd-mode": "compact"})
     assert (forced.agent, forced.conversation) == ("generic", None)
 
 

@@ -18,9 +18,9 @@ import pytest
 from tests.fakes import ScriptedBackend, served_app
 from tests.integrations.loopback import STUB_REPLY, StubModel
 from worker.agents.claude_code import CHECKPOINT_HEADER, MAX_OUTPUT_BYTES, PRECOMPACT_HEADER, run_hook
+from worker.agents.profiles import COMPACT_PROMPT_START, is_compaction, session_from_input
 from worker.facts.ledger import extract_ledger
 from worker.formats import claude_code
-from worker.http.responses import COMPACT_PROMPT_START, is_compaction, session_from_input
 from worker.session import id_forms
 
 REPO = Path(__file__).resolve().parents[2]

@@ -40,12 +40,11 @@ ENTRY_RE = re.compile(r"^\[(" + "|".join(re.escape(m) for m in sorted(MARKERS, k
 CALL_NAME_RE = re.compile(r"\s*([\w.\-:/]+)\(")
 # What the agents themselves put in a user turn: opencode's synthetic "continue" after a
 # compaction (session/compaction.ts) and both importers' attachment placeholders.
-HARNESS_NOISE: tuple[Noise, ...] = (
-    Noise("continue", re.compile(r"^Continue if you have next steps, or stop and ask for clarification "
-                                 r"if you are unsure how to proceed\.$", re.M)),
-    *opencode.HARNESS_NOISE, *pi.HARNESS_NOISE,
-    Noise("attached", re.compile(r"^\[Attached [^\]\n]*\]$", re.M)),
-)
+CONTINUE_NOISE = Noise("continue", re.compile(r"^Continue if you have next steps, or stop and ask for clarification "
+                                             r"if you are unsure how to proceed\.$", re.M))
+ATTACHED_NOISE = Noise("attached", re.compile(r"^\[Attached [^\]\n]*\]$", re.M))
+# Either agent's: a blob whose agent is not known (each profile passes its own table).
+HARNESS_NOISE: tuple[Noise, ...] = (CONTINUE_NOISE, *opencode.HARNESS_NOISE, *pi.HARNESS_NOISE, ATTACHED_NOISE)
 SHELL_TOOL = "bash"  # a command the user ran itself (opencode `!cmd`) reads as a shell call
 
 
@@ -150,12 +149,13 @@ class _Builder:
         self._add("tool", [ToolResultPart(call_id=call.id, name=call.name, output=output, is_error=is_error)])
 
 
-def parse_conversation(blob: str, session_id: str = "agent") -> Session:
-    """The blob as a Session (message ids m00000...)."""
+def parse_conversation(blob: str, session_id: str = "agent", noise: tuple[Noise, ...] = HARNESS_NOISE) -> Session:
+    """The blob as a Session (message ids m00000...); `noise`: what the agent writes into user
+    turns that is not the user's words."""
     b = _Builder()
     for e in entries(blob):
         if e.marker == "User":
-            mark_harness_noise(b._add("user", [TextPart(text=e.body)]), HARNESS_NOISE)
+            mark_harness_noise(b._add("user", [TextPart(text=e.body)]), noise)
         elif e.marker in ("System update", "Synthetic context"):
             b._add("user", [TextPart(text=e.body)], **{INJECTED: True})
         elif e.marker == "Assistant":

@@ -2,7 +2,7 @@
 
 The agent keeps its own recent tail and wraps the summary itself, so the whole received head is
 summarized (no verbatim tail, no reference prefix, the agent's trigger is the loop guard) and
-the reply is the agent's template (worker/agents/template.py).
+the reply is the agent's template (its profile, worker/agents/profiles.py).
 
 Rolling state: each answered compaction is kept (the messages it covered, its checkpoint, the
 reply sent) under the agent's session id (opencode's `x-session-id`) or, without one (pi), under
@@ -16,11 +16,11 @@ memory, bounded (MAX_SESSIONS, least recently used dropped); a restart starts se
 How a request waits (`wait`, the `agent_wait` setting): `instant` (the default) answers with the
 deterministic checkpoint (every fact section, the goal from the user's words, the previous
 narrative carried: no model call on the request path) and hands back a `Refinement`: the
-synchronous path on the same snapshot, run by the caller as one background job per agent
-session. Its result replaces the state's checkpoint (the reply the agent holds stays the key),
+synchronous path on the same snapshot, run by the service as one background job per agent
+session (worker/service/refine.py). Its result replaces the state's checkpoint (the reply the agent holds stays the key),
 so the session's next compaction is an update on the model's narrative. A newer compaction of
-the session supersedes a pending refinement (`superseded`: its job is cancelled, and a result
-that lands anyway is dropped). `model` waits for the model's narrative; `none` never calls it.
+the session supersedes a pending refinement (`continues` names the states it replaces: their
+jobs are cancelled, and a result that lands anyway is dropped). `model` waits for the model's narrative; `none` never calls it.
 """
 
 from __future__ import annotations
@@ -33,19 +33,15 @@ from typing import Any, Literal
 
 from backends.base import Backend
 
-from ..formats import load as load_transcript
 from ..pipeline import SUMMARY_MAX_TOKENS, CompactionConfig, compact
 from ..pipeline.checkpoint import Checkpoint
 from ..session import Message, Session, TextPart, id_forms, message_id
 from ..tokens import TokenCounter
-from .blob import parse_conversation
-from .recognize import AgentRequest
+from . import profiles
+from .profiles import AgentRequest, Received
 from .template import render
 
 MAX_SESSIONS = 256  # rolling states kept; an agent session idle past this many others starts afresh
-# The agent's window is not in its request; the budget only bounds the summary and prune's
-# protected share, so a window larger than any agent's keeps both at their own limits.
-AGENT_CONTEXT_LIMIT = 131_072
 PRIOR_SUMMARY_ID = "prior-summary"
 AgentWait = Literal["instant", "model", "none"]
 
@@ -85,101 +81,93 @@ def _fingerprint(text: str) -> str:
     return hashlib.sha1(text.strip().encode()).hexdigest()[:20]
 
 
-def received_session(req: AgentRequest, messages: list[dict[str, Any]]) -> Session:
-    """The conversation the request carries: its blob, or (header-forced, no blob) its own
-    messages in OpenAI shape."""
-    if req.conversation is not None:
-        return parse_conversation(req.conversation)
-    return load_transcript(messages, format="openai")
-
-
 class AgentCompactor:
     """Answers recognized compaction requests; thread-safe (jobs run on the engine's thread)."""
 
     def __init__(self) -> None:
         self._states: OrderedDict[str, AgentState] = OrderedDict()
         self._lock = threading.Lock()
-        self.refining: dict[str, Any] = {}  # state key -> its pending background job (the caller's)
 
-    def _match(self, req: AgentRequest) -> tuple[str, AgentState] | None:
-        if not req.prior_summary:
+    def _match(self, req: AgentRequest, received: Received) -> tuple[str, AgentState] | None:
+        if not received.prior_summary:
             return None
-        prior = req.prior_summary.strip()
+        prior = received.prior_summary.strip()
+        contains = profiles.get(req.agent).prior_match == "contains"
         with self._lock:
             keyed = self._states.get(req.session_key) if req.session_key else None
             candidates = ([(req.session_key, keyed)] if keyed is not None else []) + list(self._states.items())
             for key, state in candidates:
                 reply = state.reply.strip()
-                # Codex re-injects it after its own prefix paragraph; pi appends its file lists.
-                if prior.startswith(reply) or (req.agent == "codex" and reply in prior):
+                if prior.startswith(reply) or (contains and reply in prior):
                     return key, state  # type: ignore[return-value]
         return None
 
-    def superseded(self, req: AgentRequest) -> Any:
-        """The pending refinement job this request's compaction makes stale (the caller cancels
-        it), or None."""
-        matched = self._match(req) if req.kind == "history" else None
+    def continues(self, req: AgentRequest, received: Received) -> set[str]:
+        """The state keys this request's compaction replaces: their pending refinements are stale."""
+        matched = self._match(req, received) if req.kind == "history" else None
         keys = {matched[0]} if matched is not None else set()
         if req.session_key:
             keys.add(req.session_key)
-        with self._lock:
-            for key in keys:
-                job = self.refining.pop(key, None)
-                if job is not None:
-                    return job
-        return None
+        return keys
 
-    def prepare(self, req: AgentRequest, received: Session,
-                after: Session | None = None) -> tuple[Session, Checkpoint | None, str | None, str]:
-        """(session to compact, previous checkpoint, the state key it continues, mode). `after`:
-        what follows the prior summary in `received` (Codex re-sends its kept user messages
-        before it), the new messages of an update."""
-        if not received.messages:
+    def prepare(self, req: AgentRequest, received: Received) -> tuple[Session, Checkpoint | None, str | None, str]:
+        """(session to compact, previous checkpoint, the state key it continues, mode). An
+        update appends what follows the prior summary (`received.after`, or everything the
+        request carries) after the messages the matched state covered."""
+        if not received.session.messages:
             raise NothingToCompact("the compaction request holds no conversation")
-        matched = self._match(req) if req.kind == "history" else None
+        matched = self._match(req, received) if req.kind == "history" else None
         if matched is not None:
             key, state = matched
             base = len(state.session.messages)
-            fresh = (after if after is not None else received).messages
+            fresh = (received.after or received.session).messages
             new = [m.model_copy(update={"id": message_id(base + i)}) for i, m in enumerate(fresh)]
             session = state.session.model_copy(update={"messages": state.session.messages + new}, deep=True)
             return session, state.checkpoint, key, "update"
-        session = received.model_copy(update={"id": req.session_key or "agent"}, deep=True)
-        if req.prior_summary and req.kind == "history" and req.agent != "codex":  # Codex's is in its input
+        session = received.session.model_copy(update={"id": req.session_key or "agent"}, deep=True)
+        if received.prior_summary and req.kind == "history" and received.after is None:
+            # A summary we did not write, outside the history: the anchor of a fresh session.
             anchor = Message(id=PRIOR_SUMMARY_ID, role="user", is_summary=True,
-                             parts=[TextPart(text=req.prior_summary)])
+                             parts=[TextPart(text=received.prior_summary)])
             session.messages.insert(0, anchor)
             return session, None, None, "anchored"
         return session, None, None, "fresh"
 
-    def run(self, req: AgentRequest, received: Session, backend: Backend, counter: TokenCounter,
+    def run(self, req: AgentRequest, received: Received, backend: Backend, counter: TokenCounter,
             max_tokens: int | None, priority: int, wait: AgentWait = "model", *,
-            after: Session | None = None, context_limit: int = AGENT_CONTEXT_LIMIT) -> AgentCompaction:
+            context_limit: int) -> AgentCompaction:
         """The agent's reply (see the module docstring for `wait`); an instant one carries the
         Refinement to run in the background."""
-        session, previous, key, mode = self.prepare(req, received, after)
+        profile = profiles.get(req.agent)
+        session, previous, key, mode = self.prepare(req, received)
+        preset = profile.preset
         config = CompactionConfig(
-            context_limit=context_limit, use_model=wait == "model", priority=priority,
+            context_limit=preset.context_limit or context_limit, use_model=wait == "model", priority=priority,
             summary_max_tokens=min(SUMMARY_MAX_TOKENS, max_tokens or SUMMARY_MAX_TOKENS),
-            verbatim_tail=False, reference_prefix=False, loop_guard=False,
+            verbatim_tail=preset.verbatim_tail, reference_prefix=preset.reference_prefix,
+            loop_guard=preset.loop_guard,
         )
         result = compact(session, backend, config, previous=previous, counter=counter)
         checkpoint = result.checkpoint
         checkpoint.audit = replace(checkpoint.audit, mode=f"agent:{req.agent}:{mode}")
-        text = render(result.sections, checkpoint.lang, req.agent, req.kind, id_forms([m.id for m in session.messages]))
+        text = render(profile, result.sections, checkpoint.lang, req.kind, id_forms([m.id for m in session.messages]))
         refinement = None
         if req.kind == "history":
             state_key = self._remember(key, req.session_key, AgentState(session, checkpoint, text))
             if wait == "instant":
                 refinement = Refinement(state_key, session, previous, replace(config, use_model=True), checkpoint)
-        return AgentCompaction(text, checkpoint, mode, len(received.messages), refinement)
+        return AgentCompaction(text, checkpoint, mode, len(received.session.messages), refinement)
+
+    def wanted(self, refinement: Refinement) -> bool:
+        """Whether the refinement's state still holds the checkpoint it refines."""
+        with self._lock:
+            state = self._states.get(refinement.key)
+        return state is not None and state.checkpoint is refinement.answered
 
     def refine(self, refinement: Refinement, backend: Backend, counter: TokenCounter, priority: int) -> dict[str, Any]:
         """The model's narrative for an answered instant checkpoint, kept as its session's
         checkpoint unless a newer compaction replaced that state meanwhile."""
-        with self._lock:
-            state = self._states.get(refinement.key)
-        if state is None or state.checkpoint is not refinement.answered:
+        if not self.wanted(refinement):
             return {"status": "stale"}
         config = replace(refinement.config, priority=priority)
         result = compact(refinement.session, backend, config, previous=refinement.previous, counter=counter)
@@ -211,5 +199,4 @@ class AgentCompactor:
         return len(self._states)
 
 
-__all__ = ["AgentCompaction", "AgentCompactor", "AgentState", "AgentWait", "NothingToCompact", "Refinement",
-           "received_session"]
+__all__ = ["AgentCompaction", "AgentCompactor", "AgentState", "AgentWait", "NothingToCompact", "Refinement"]

@@ -99,7 +99,7 @@ def create_app(
     service = CompactdService(
         store,
         ServiceConfig(context_limit=settings.context_limit, pre_threshold=settings.pre_threshold,
-                      rolling=settings.rolling),
+                      rolling=settings.rolling, agent_wait=settings.agent_wait),
         scheduler=Scheduler(queue_size=settings.queue_size),
     )
 
@@ -133,11 +133,6 @@ def create_app(
     app.include_router(page)  # the page a person reads (worker/http/page.py)
     app.include_router(responses)  # Codex's provider endpoint (worker/http/responses.py)
     app.state.upstream = settings.upstream
-    # How agents' compaction requests (chat completions, Codex's responses) wait: "instant" (the
-    # default) answers with the deterministic checkpoint and refines the narrative in the
-    # background; "model" waits for it; "none" (the agent-paths benchmark's --no-model) never
-    # calls the model.
-    app.state.agent_wait = settings.agent_wait
     # Outermost last: the size limit applies before authentication reads anything, and the
     # latency metric sees every answer, the guards' included.
     api_key = settings.api_key_value()

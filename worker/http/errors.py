@@ -16,10 +16,9 @@ from typing import Any
 from backends.base import BackendError
 
 from ..formats import FormatError
-from ..pipeline import CompactionRefused
 from ..service.records import Conflict, NotFound, StoreError
 from ..service.scheduler import JobCancelled, Overloaded
-from ..service.service import JobFinished, ModelNotReady, NoCheckpoint
+from ..service.service import CompactionRefused, JobFinished, ModelNotReady, NoCheckpoint
 
 log = logging.getLogger("compactd.server")
 

@@ -35,22 +35,14 @@ from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 from starlette.background import BackgroundTask
 
-from ..agents import AgentCompaction, AgentRequest
-from ..formats import codex
-from ..pipeline.checkpoint import Checkpoint
+from ..agents import AgentCompaction, AgentRequest, NothingToCompact, recognize
+from ..agents.profiles import turn_metadata
 from ..service.scheduler import Job
 from ..service.service import CompactdService
-from ..session import Session
 from . import chat
-from .agent_chat import agent_wait, compactor_of, submit_agent
 from .errors import ApiError, api_error_for
 from .routes import DISCONNECT_POLL_S, get_service
 
-TURN_METADATA = "x-codex-turn-metadata"
-# codex-rs/core/templates/compact/prompt.md opens with this line (Codex's default compact_prompt).
-COMPACT_PROMPT_START = "You are performing a CONTEXT CHECKPOINT COMPACTION."
-# codex-rs/core/templates/compact/summary_prefix.md: how Codex re-injects an earlier summary.
-SUMMARY_PREFIX = "Another language model started to solve this problem"
 # Per RFC 9110 §7.6.1 plus what the transport recomputes (length, host, encoding of the hop).
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
                         "trailers", "transfer-encoding", "upgrade", "host", "content-length"})
@@ -62,65 +54,6 @@ KEEPALIVE_S = 10.0
 
 
 responses = APIRouter(tags=["codex"])
-
-
-# ----------------------------------------------------------------------------- recognize
-
-
-def turn_metadata(body: dict[str, Any], headers: Any) -> dict[str, Any]:
-    raw = (body.get("client_metadata") or {}).get(TURN_METADATA) if isinstance(body.get("client_metadata"), dict) \
-        else None
-    raw = raw or headers.get(TURN_METADATA)
-    try:
-        meta = json.loads(raw) if isinstance(raw, str) else None
-    except ValueError:
-        return {}
-    return meta if isinstance(meta, dict) else {}
-
-
-def _item_text(item: Any) -> str:
-    if not isinstance(item, dict):
-        return ""
-    content = item.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(c.get("text") or "") for c in content if isinstance(c, dict))
-    return ""
-
-
-def is_compaction(body: dict[str, Any], headers: Any) -> bool:
-    """Codex marks its compaction request in its turn metadata; its default prompt is the
-    fallback mark (a configured `compact_prompt` is recognized by the metadata alone)."""
-    if turn_metadata(body, headers).get("request_kind") == "compaction":
-        return True
-    items = body.get("input")
-    return isinstance(items, list) and bool(items) and _item_text(items[-1]).lstrip().startswith(COMPACT_PROMPT_START)
-
-
-# ----------------------------------------------------------------------------- parse
-
-
-def session_from_input(body: dict[str, Any], session_id: str) -> Session:
-    """The conversation to compact: every input item but the trailing compaction prompt, read
-    by the rollout importer's item parser; Codex's re-injected earlier summary is a summary."""
-    items = body.get("input")
-    if not isinstance(items, list):
-        raise ApiError(400, "invalid_request", "input must be a list of items", param="input")
-    items = [i for i in items if isinstance(i, dict)]
-    if items and items[-1].get("type", "message") == "message" and items[-1].get("role") == "user":
-        items = items[:-1]  # the compaction prompt (default or a configured compact_prompt)
-    records = [{"type": "response_item", "payload": {"type": "message", **i} if "type" not in i else i}
-               for i in items]
-    if isinstance(body.get("instructions"), str) and body["instructions"].strip():
-        records.insert(0, {"type": "response_item", "payload": {"type": "message", "role": "developer",
-                                                                "content": body["instructions"]}})
-    session = codex.load(records)
-    session.id = session_id
-    for m in session.messages:
-        if m.role == "user" and m.text.lstrip().startswith(SUMMARY_PREFIX):
-            m.is_summary = True
-    return session
 
 
 # ----------------------------------------------------------------------------- events
@@ -147,9 +80,9 @@ def completion_events(response: dict[str, Any], text: str, usage: dict[str, Any]
     ]
 
 
-def usage_of(service: CompactdService, checkpoint: Checkpoint, text: str) -> dict[str, Any]:
+def usage_of(service: CompactdService, req: AgentRequest, body: dict[str, Any], result: AgentCompaction) -> dict[str, Any]:
     """The history compactd read, and the text Codex gets (ids stripped: not the checkpoint's summary)."""
-    before, summary = checkpoint.tokens.before, service.require_backend().count(text)
+    before, summary = service.agent_usage(req, body, result)
     return {"input_tokens": before, "input_tokens_details": {"cached_tokens": 0},
             "output_tokens": summary, "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": before + summary}
@@ -158,24 +91,13 @@ def usage_of(service: CompactdService, checkpoint: Checkpoint, text: str) -> dic
 # ----------------------------------------------------------------------------- compaction
 
 
-def submit_compaction(request: Request, service: CompactdService, session: Session) -> Job:
-    """The pipeline over the whole received head, in the foreground lane, never preempted, with
-    the agent compactor's rolling state under Codex's session id: a re-injected summary that
-    holds our last reply is an update of that session (its new messages: those after it).
-    No loop guard (Codex decided to compact and replaces its whole history with the reply), no
-    tail of our own (Codex keeps none beyond what it re-sends); the reply cites no message id
-    (Codex cannot look one up)."""
-    summaries = [i for i, m in enumerate(session.messages) if m.is_summary]
-    last = summaries[-1] if summaries else None
-    prior = session.messages[last].text if last is not None else None
-    after = session.model_copy(update={"messages": session.messages[last + 1:]}) if last is not None else None
-    req = AgentRequest("codex", "history", None, prior, session.id)
-    return submit_agent(service, compactor_of(request), req, session, None, agent_wait(request),
-                        after=after, context_limit=service.config.context_limit)
-
-
-async def compaction_stream(request: Request, service: CompactdService, job: Job,
-                            model: str) -> AsyncIterator[str]:
+async def compaction_stream(request: Request, service: CompactdService, job: Job, req: AgentRequest,
+                            body: dict[str, Any]) -> AsyncIterator[str]:
+    """The service's agent compaction (rolling state under Codex's session id: a re-injected
+    summary that holds our last reply is an update of that session; no loop guard, since Codex
+    decided to compact and replaces its whole history with the reply; no tail of our own, since
+    Codex keeps none beyond what it re-sends; no message id cited) as Codex's events."""
+    model = str(body.get("model") or service.model_name())
     response = {"id": f"resp_{uuid.uuid4().hex}", "object": "response", "created_at": int(time.time()),
                 "model": model, "status": "in_progress", "output": []}
     yield event("response.created", response=response)
@@ -198,9 +120,8 @@ async def compaction_stream(request: Request, service: CompactdService, job: Job
         yield event("response.failed", response={**response, "status": "failed",
                                                  "error": {"code": err.code, "message": err.message}})
         return
-    text = result.text
-    usage = await asyncio.to_thread(usage_of, service, result.checkpoint, text)
-    for chunk in completion_events(response, text, usage):
+    usage = await asyncio.to_thread(usage_of, service, req, body, result)
+    for chunk in completion_events(response, result.text, usage):
         yield chunk
 
 
@@ -260,18 +181,19 @@ async def create_response(request: Request) -> Any:
         raise ApiError(400, "invalid_json", "request body is not valid JSON") from None
     if not isinstance(body, dict):
         raise ApiError(400, "invalid_request", "request body must be a JSON object")
-    if not is_compaction(body, request.headers):
+    req = recognize(body, {k.lower(): v for k, v in request.headers.items()}, door="responses")
+    if req is None:
         if not upstream:
             raise ApiError(400, "no_upstream", "compactd answers only Codex's compaction requests at /v1/responses; "
                                                "start it with --upstream URL to forward every other request")
         return await forward(request, raw, upstream)
-    meta = turn_metadata(body, request.headers)
-    session = session_from_input(body, str(meta.get("session_id") or request.headers.get("session-id")
-                                           or f"codex-{uuid.uuid4().hex}"))
-    if not session.messages:
-        raise ApiError(400, "invalid_request", "the compaction request holds no conversation", param="input")
-    job = submit_compaction(request, service, session)
-    stream = compaction_stream(request, service, job, str(body.get("model") or service.model_name()))
+    if req.session_key is None:
+        req.session_key = f"codex-{uuid.uuid4().hex}"
+    try:
+        job = service.agent_compaction(req, body)
+    except (NothingToCompact, ValueError) as exc:
+        raise ApiError(400, "invalid_request", str(exc), param="input") from None
+    stream = compaction_stream(request, service, job, req, body)
     if body.get("stream") is False:
         return await _collect(stream)
     return chat.event_stream(stream)
@@ -291,4 +213,4 @@ async def _collect(stream: AsyncIterator[str]) -> Any:
     return last["response"]
 
 
-__all__ = ["is_compaction", "responses", "session_from_input"]
+__all__ = ["responses"]

@@ -302,9 +302,9 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, servic
     schema = chat.json_schema(body.response_format, backend.supports_json_schema)
     head = {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "created": int(time.time()),
             "model": body.model or service.model_name()}
-    # An agent's compaction request (opencode, pi, or X-Compactd-Mode: compact) goes through the
+    # An agent's compaction request (its profile's, or X-Compactd-Mode: compact) goes through the
     # pipeline whatever its length; everything else is plain generation.
-    agent_request = recognize(messages, dict(request.headers))
+    agent_request = recognize({"messages": messages}, dict(request.headers))
     if agent_request is not None:
         try:
             return await agent_completion(

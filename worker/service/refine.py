@@ -1,109 +1,74 @@
-"""The refinement of an instant checkpoint: the model's narrative, computed in the background
-lane after the agent was answered with the deterministic checkpoint, and committed as the next
-checkpoint version (see service.py's docstring for the wait modes).
+"""Background refinement: the model's narrative for a checkpoint that was answered without it.
 
-A mixin of CompactdService, kept apart so the service module stays small: it reads the
-service's store, scheduler, counter, metrics and per-session state, and commits through
-`_commit` like every other compaction.
+Every door that answers at once (the sessions API's `wait=instant`, every agent door) hands its
+refinement here. One pending refinement per key (a session id, an agent session's state): a
+newer compaction of the key supersedes it (cancelled; a result that lands anyway is dropped by
+the job itself), a job preempted by foreground work runs again while it is still wanted, an
+overloaded queue skips it (the answer the agent holds stands). Outcomes are one metric,
+`compactd_refinements_total{status}`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
-from ..pipeline import CompactionConfig, CompactionRefused, compact
-from ..pipeline.checkpoint import Checkpoint
-from ..session import Session
-from .records import Conflict, JobKind, JobStatus
-from .scheduler import BACKGROUND_LANE, Job, JobBackend, Overloaded
+from .metrics import Metrics
+from .records import JobKind, JobStatus
+from .scheduler import BACKGROUND_LANE, Job, Overloaded, Scheduler
 
-if TYPE_CHECKING:
-    from backends.base import Backend
-
-    from ..tokens import TokenCounter
-    from .metrics import Metrics
-    from .scheduler import Scheduler
-    from .store import Store
+SUPERSEDED = "superseded by a newer compaction"
 
 
-class Refinements:
-    """The refinement jobs of CompactdService."""
+class Refiner:
+    """The service's refinement jobs, keyed; call on the event loop."""
 
-    store: Store
-    scheduler: Scheduler
-    metrics: Metrics
-    counter: TokenCounter | None
-    config: Any
+    def __init__(self, scheduler: Scheduler, metrics: Metrics) -> None:
+        self.scheduler = scheduler
+        self.metrics = metrics
+        self._pending: dict[str, Job] = {}
 
-    # Provided by CompactdService.
-    def state(self, session_id: str) -> Any: ...
-    def committed(self, session_id: str) -> tuple[int | None, Checkpoint | None]: ...
-    def require_backend(self) -> Backend: ...
-    def session_limit(self, session_id: str) -> int: ...
-    def _roll_due(self, session_id: str) -> None: ...
-    def _commit(self, session_id: str, result: Any, version: int | None, mode: str, t0: float,
-                extra_audit: dict[str, Any]) -> dict[str, Any]: ...
-
-    async def _submit_refine(self, session_id: str, session: Session, committed: Checkpoint | None,
-                             base: int | None, instant_version: int, held: int,
-                             config: CompactionConfig) -> dict[str, Any]:
-        """Queue the model narrative for the instant checkpoint `instant_version` (built on
-        `base`): what the job result tells the agent to look for."""
-        expect = {"version": instant_version + 1, "refines": instant_version}
+    def submit(self, key: str, kind: JobKind, run: Callable[[Job], dict[str, Any]], *,
+               wanted: Callable[[], bool], session_id: str | None = None,
+               ended: Callable[[Job], None] | None = None) -> Job | None:
+        """Queue `run` in the background lane as `key`'s refinement; None when the queue is full.
+        `wanted`: whether its result would still be used (asked again when it is preempted);
+        `ended`: called once it ends for good."""
         try:
-            job = self.scheduler.submit(
-                JobKind.REFINE, lambda j: self._refine_job(j, session_id, session, committed, base, instant_version, held, config),
-                lane=BACKGROUND_LANE, session_id=session_id)
+            job = self.scheduler.submit(kind, run, lane=BACKGROUND_LANE, session_id=session_id)
         except Overloaded:
             self.metrics.inc("compactd_refinements_total", status="skipped_overload")
-            return {**expect, "job_id": None, "status": "skipped_overload"}
-        st = self.state(session_id)
-        st.refine_job = job
+            return None
+        self._pending[key] = job
+
+        def done(_future: Any) -> None:
+            if self._pending.get(key) is job:
+                del self._pending[key]
+            outcome = (job.result or {}).get("status", "done") if job.status == JobStatus.DONE else job.status
+            self.metrics.inc("compactd_refinements_total", status=outcome)
+            preempted = job.status == JobStatus.CANCELLED and (job.error or "").startswith("preempted")
+            if preempted and wanted() and self.submit(key, kind, run, wanted=wanted, session_id=session_id,
+                                                      ended=ended) is not None:
+                return
+            if ended is not None:
+                ended(job)
+
         assert job.future is not None
-        job.future.add_done_callback(
-            lambda _f: self._refine_ended(session_id, job, session, committed, base, instant_version, held, config))
-        return {**expect, "job_id": job.id, "status": str(job.status)}
+        job.future.add_done_callback(done)
+        return job
 
-    def _refine_ended(self, session_id: str, job: Job, session: Session, committed: Checkpoint | None,
-                      base: int | None, instant_version: int, held: int,
-                             config: CompactionConfig) -> None:
-        st = self.state(session_id)
-        if st.refine_job is job:
-            st.refine_job = None
-        outcome = (job.result or {}).get("status", "done") if job.status == JobStatus.DONE else job.status
-        self.metrics.inc("compactd_refinements_total", status=outcome)
-        preempted = job.status == JobStatus.CANCELLED and (job.error or "").startswith("preempted")
-        if preempted and self.committed(session_id)[0] == instant_version:  # still wanted: run it again
-            asyncio.ensure_future(self._submit_refine(session_id, session, committed, base, instant_version, held, config))
-        elif st.dirty:
-            st.dirty = False
-            st.timer = asyncio.get_running_loop().call_later(self.config.debounce_s, self._roll_due, session_id)
+    def pending(self, key: str) -> Job | None:
+        job = self._pending.get(key)
+        return job if job is not None and not job.status.terminal else None
 
-    def _refine_job(self, job: Job, session_id: str, session: Session, committed: Checkpoint | None,
-                    base: int | None, instant_version: int, held: int,
-                             config: CompactionConfig) -> dict[str, Any]:
-        """The synchronous path on the instant checkpoint's snapshot (same previous, same
-        messages: the same boundary, tail and fact sections), committed as the next version
-        unless a newer one came meanwhile."""
-        t0 = time.perf_counter()
-        if self.committed(session_id)[0] != instant_version:
-            return {"status": "stale"}
-        backend = JobBackend(self.require_backend(), job, self.scheduler)
-        # The instant one's, with the model; automatic, so the loop guard is on again where it was
-        # the agent's tail (an explicit instant compaction's refinement must free enough to be worth it).
-        config = replace(config, use_model=True, priority=job.priority, explicit=False,
-                         loop_guard=config.loop_guard or config.explicit)
-        assert self.counter is not None
-        try:
-            result = compact(session, backend, config, previous=committed, counter=self.counter, held_tokens=held)
-        except CompactionRefused as exc:
-            return {"status": "refused", "reason": str(exc)}
-        job.check()
-        try:
-            out = self._commit(session_id, result, instant_version, "refined", t0, {"refines": instant_version})
-        except Conflict:
-            return {"status": "stale"}  # a compaction committed meanwhile
-        return {"status": "done", **out}
+    def pending_keys(self, prefix: str = "") -> list[str]:
+        return [k for k, job in self._pending.items() if k.startswith(prefix) and not job.status.terminal]
+
+    def supersede(self, key: str) -> None:
+        """A newer compaction of `key` makes its pending refinement stale: cancel it."""
+        job = self._pending.pop(key, None)
+        if job is not None and not job.status.terminal:
+            self.scheduler.cancel(job, SUPERSEDED)
+
+
+__all__ = ["SUPERSEDED", "Refiner"]

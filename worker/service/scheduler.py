@@ -35,6 +35,7 @@ from typing import Any
 from backends.base import Backend, GenerationStats
 from backends.engine_thread import BACKGROUND, FOREGROUND
 
+from ..config import MAX_QUEUE_DEPTH
 from .records import JobKind, JobStatus
 
 # The line a generation's start logs (INFO): the engine is evaluating the prompt from here on.
@@ -48,7 +49,6 @@ BACKGROUND_LANE = "background"
 LANES = (FOREGROUND_LANE, BACKGROUND_LANE)
 LANE_PRIORITY = {FOREGROUND_LANE: FOREGROUND, BACKGROUND_LANE: BACKGROUND}
 
-MAX_QUEUE_DEPTH = 16  # waiting jobs per lane; one more gets a 429, never an unbounded wait
 # Foreground: 2 runners so a swap (no model call) never waits behind a foreground generation.
 # Background: 1, the engine serializes generations anyway and rolling updates are not urgent.
 LANE_RUNNERS = {FOREGROUND_LANE: 2, BACKGROUND_LANE: 1}

@@ -21,6 +21,13 @@ Without a ready rolling summary, what the agent gets depends on how it waits (WA
 - `job`: as `model`, but the request returns the job at once to poll.
 A restart loses the rolling summary and a pending refinement (the deterministic checkpoint
 stays the latest), nothing else.
+
+Agents' own compaction requests (worker/agents/) come through one method, `agent_compaction`,
+whatever the door: recognized by the agent's profile, answered by the AgentCompactor (rolling
+state per agent session) as one foreground job, never preempted; by default (`agent_wait`
+instant) that job is the deterministic checkpoint and the model's narrative follows as a
+refinement, carried into that agent session's next compaction. Refinements of both kinds are
+one collaborator, the Refiner (refine.py).
 """
 
 from __future__ import annotations
@@ -34,6 +41,8 @@ from typing import Any
 
 from backends.base import Backend, GenerationStats, collect
 
+from ..agents import AgentCompaction, AgentCompactor, AgentRequest, Refinement, profiles
+from ..config import DEFAULT_CONTEXT_LIMIT, DEFAULT_PRE_THRESHOLD
 from ..formats.export import to_anthropic
 from ..pipeline import CompactionConfig, CompactionRefused, CompactionResult, compact
 from ..pipeline.checkpoint import Checkpoint
@@ -55,7 +64,7 @@ from .records import (
     NotFound,
     PruneMarker,
 )
-from .refine import Refinements
+from .refine import Refiner
 from .scheduler import (
     BACKGROUND_LANE,
     FOREGROUND_LANE,
@@ -67,8 +76,6 @@ from .scheduler import (
 )
 from .store import Store
 
-DEFAULT_CONTEXT_LIMIT = 32_768  # same default as `compactd compact`
-DEFAULT_PRE_THRESHOLD = 0.60  # share of usable at which rolling summaries start
 ROLLING_DEBOUNCE_S = 2.0  # turns arrive in bursts (a call, its result, the reply): summarize after the burst
 JOB_WAIT_POLL_S = 0.2  # how often a job waiting on another one checks its own cancellation
 SUBMIT_FROM_JOB_S = 5.0  # a job thread queueing a follow-up on the event loop: the loop answers in ms
@@ -77,6 +84,7 @@ SUBMIT_FROM_JOB_S = 5.0  # a job thread queueing a follow-up on the event loop: 
 WAIT_INSTANT, WAIT_MODEL, WAIT_JOB = "instant", "model", "job"
 WAIT_MODES = (WAIT_INSTANT, WAIT_MODEL, WAIT_JOB)
 # What GET /v1/jobs shows of a job, live (scheduler.Job) or stored (JobRecord) alike.
+AGENT_KEY = "agent:"  # an agent session's refinement key: never a sessions-API session id
 JOB_VIEW_FIELDS = ("id", "kind", "lane", "session_id", "status", "created", "started", "finished", "error", "result")
 
 
@@ -138,6 +146,10 @@ class ServiceConfig:
     pre_threshold: float = DEFAULT_PRE_THRESHOLD
     rolling: bool = True
     debounce_s: float = ROLLING_DEBOUNCE_S
+    # How agents' compaction requests wait: "instant" answers with the deterministic checkpoint
+    # and refines in the background; "model" waits for the model; "none" never calls it (the
+    # agent-paths benchmark's --no-model).
+    agent_wait: str = "instant"
 
 
 @dataclass
@@ -148,13 +160,12 @@ class SessionState:
     rolling_base: int | None = None  # committed version the rolling summary builds on
     rolling_job: Job | None = None
     compact_job: Job | None = None
-    refine_job: Job | None = None  # the model narrative for an instant (deterministic) checkpoint
     timer: asyncio.TimerHandle | None = None
     dirty: bool = False  # turns arrived while a rolling update ran
     gauge: tuple[tuple[int, int | None, int], Any] | None = None  # the page's last count: (its key, the Gauge)
 
 
-class CompactdService(Refinements):
+class CompactdService:
     """Sessions, counts, compactions, rolling summaries, chat generations and the views the
     HTTP routes return; the routes call nothing else."""
 
@@ -171,6 +182,8 @@ class CompactdService(Refinements):
         self.counter: TokenCounter | None = None
         self.sessions: dict[str, SessionState] = {}
         self._persisted: set[str] = set()
+        self.refiner = Refiner(self.scheduler, self.metrics)
+        self.agents = AgentCompactor()  # agents' rolling states, by agent session
 
     # -- life cycle ----------------------------------------------------------------------
 
@@ -294,9 +307,7 @@ class CompactdService(Refinements):
         prune = await asyncio.to_thread(self.prune_now, session_id)
         rolling = st.rolling_job
         instant = wait == WAIT_INSTANT
-        if st.refine_job is not None and not st.refine_job.status.terminal:
-            # This compaction commits a newer version: the pending refinement would be stale.
-            self.scheduler.cancel(st.refine_job, "superseded by a newer compaction")
+        self.refiner.supersede(session_id)  # this compaction commits a newer version
         if rolling is not None and not rolling.status.terminal:
             if instant:
                 # Nobody waits on it now, and our commit makes its result stale: the refinement
@@ -392,6 +403,102 @@ class CompactdService(Refinements):
             "fallback": cp.verification.fallback, "seconds": round(took, 3),
         }
 
+    # -- refinements ---------------------------------------------------------------------
+
+    async def _submit_refine(self, session_id: str, session: Session, committed: Checkpoint | None,
+                             base: int | None, instant_version: int, held: int,
+                             config: CompactionConfig) -> dict[str, Any]:
+        """Queue the model narrative for the instant checkpoint `instant_version` (built on
+        `base`): what the job result tells the agent to look for. Runs on the event loop."""
+        expect = {"version": instant_version + 1, "refines": instant_version}
+
+        def ended(_job: Job) -> None:
+            st = self.state(session_id)
+            if st.dirty:  # turns arrived meanwhile: roll on top of the refined version
+                st.dirty = False
+                st.timer = asyncio.get_running_loop().call_later(self.config.debounce_s, self._roll_due, session_id)
+
+        job = self.refiner.submit(
+            session_id, JobKind.REFINE,
+            lambda j: self._refine_job(j, session_id, session, committed, base, instant_version, held, config),
+            wanted=lambda: self.committed(session_id)[0] == instant_version, session_id=session_id, ended=ended)
+        if job is None:
+            return {**expect, "job_id": None, "status": "skipped_overload"}
+        return {**expect, "job_id": job.id, "status": str(job.status)}
+
+    def _refine_job(self, job: Job, session_id: str, session: Session, committed: Checkpoint | None,
+                    base: int | None, instant_version: int, held: int, config: CompactionConfig) -> dict[str, Any]:
+        """The synchronous path on the instant checkpoint's snapshot (same previous, same
+        messages: the same boundary, tail and fact sections), committed as the next version
+        unless a newer one came meanwhile."""
+        t0 = time.perf_counter()
+        if self.committed(session_id)[0] != instant_version:
+            return {"status": "stale"}
+        backend = JobBackend(self.require_backend(), job, self.scheduler)
+        # The instant one's, with the model; automatic, so the loop guard is on again where it was
+        # the agent's tail (an explicit instant compaction's refinement must free enough to be worth it).
+        config = replace(config, use_model=True, priority=job.priority, explicit=False,
+                         loop_guard=config.loop_guard or config.explicit)
+        assert self.counter is not None
+        try:
+            result = compact(session, backend, config, previous=committed, counter=self.counter, held_tokens=held)
+        except CompactionRefused as exc:
+            return {"status": "refused", "reason": str(exc)}
+        job.check()
+        try:
+            out = self._commit(session_id, result, instant_version, "refined", t0, {"refines": instant_version})
+        except Conflict:
+            return {"status": "stale"}  # a compaction committed meanwhile
+        return {"status": "done", **out}
+
+    # -- agents' own compaction requests -------------------------------------------------
+
+    def agent_compaction(self, req: AgentRequest, body: dict[str, Any], *, max_tokens: int | None = None) -> Job:
+        """`req` (recognized by its agent's profile in `body`, the request's JSON) as one
+        foreground job, never preempted, whose result is the AgentCompaction; a refinement it
+        makes stale is cancelled first, and its own follows in the background. Call on the
+        event loop. NothingToCompact (nothing queued) when the request holds no conversation;
+        ValueError when its history cannot be read."""
+        backend = self.require_backend()
+        received = profiles.get(req.agent).read(req, body)
+        self.agents.prepare(req, received)  # NothingToCompact before a job is queued
+        for key in self.agents.continues(req, received):
+            self.refiner.supersede(AGENT_KEY + key)
+        wait = self.config.agent_wait
+
+        def run(job: Job) -> AgentCompaction:
+            assert self.counter is not None
+            return self.agents.run(req, received, JobBackend(backend, job, self.scheduler), self.counter,
+                                   max_tokens, job.priority, wait,  # type: ignore[arg-type]
+                                   context_limit=self.config.context_limit)
+
+        job = self.scheduler.submit(JobKind.AGENT_COMPACTION, run, lane=FOREGROUND_LANE, preemptible=False)
+        assert job.future is not None
+        job.future.add_done_callback(self._agent_answered)
+        return job
+
+    def _agent_answered(self, future: Any) -> None:
+        if future.cancelled() or future.exception() is not None:
+            return
+        refinement: Refinement | None = future.result().refinement
+        if refinement is None:
+            return
+        self.refiner.submit(
+            AGENT_KEY + refinement.key, JobKind.AGENT_REFINE,
+            lambda job: self.agents.refine(refinement, JobBackend(self.require_backend(), job, self.scheduler),
+                                           self.counter, job.priority),  # type: ignore[arg-type]
+            wanted=lambda: self.agents.wanted(refinement))
+
+    def agent_usage(self, req: AgentRequest, body: dict[str, Any], result: AgentCompaction) -> tuple[int, int]:
+        """(prompt, completion) tokens of the reply, by the agent's usage rule, with the model's
+        own tokenizer; the completion is the text the agent gets."""
+        backend = self.require_backend()
+        if profiles.get(req.agent).usage == "history":
+            prompt = result.checkpoint.tokens.before
+        else:
+            prompt = backend.count_messages(body.get("messages") or [])
+        return prompt, backend.count(result.text)
+
     # -- rolling summaries ---------------------------------------------------------------
 
     def _maybe_roll(self, session_id: str, status: dict[str, Any]) -> None:
@@ -411,7 +518,7 @@ class CompactdService(Refinements):
             return
         if st.compact_job is not None and not st.compact_job.status.terminal:
             return  # the compaction resets the summary; the next append re-arms it
-        if st.refine_job is not None and not st.refine_job.status.terminal:
+        if self.refiner.pending(session_id) is not None:
             st.dirty = True  # the refinement commits a new version: roll on top of it afterwards
             return
         try:

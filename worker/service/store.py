@@ -19,7 +19,6 @@ migrations are `schema.py`; the record types and errors are `records.py`.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import threading
 import time
@@ -29,6 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ..config import default_db_path
 from ..session import Message, ReasoningPart, Session, TextPart, ToolCallPart, ToolResultPart
 from .records import (
     INTERRUPTED,
@@ -50,18 +50,6 @@ Marks = Mapping[tuple[str, str], tuple[float, int | None]]  # (message id, call 
 
 
 # ----------------------------------------------------------------------------- helpers
-
-
-def default_db_path(data_dir: str | Path | None = None) -> Path:
-    """In `data_dir`, else COMPACTD_DATA_DIR (tests, read-only homes), else the per-user data dir."""
-    override = data_dir or os.environ.get("COMPACTD_DATA_DIR")
-    if override:
-        d = Path(override).expanduser()
-    else:
-        from platformdirs import user_data_dir
-
-        d = Path(user_data_dir("compactd"))
-    return d / "compactd.sqlite3"
 
 
 def _dumps(value: Any) -> str:

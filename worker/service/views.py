@@ -271,7 +271,8 @@ def _activity(service: CompactdService, session_id: str) -> Activity:
     st = service.sessions.get(session_id)
     if st is None:
         return Activity("idle")
-    for job, state in ((st.compact_job, "compacting"), (st.refine_job, "compacting"), (st.rolling_job, "rolling")):
+    for job, state in ((st.compact_job, "compacting"), (service.refiner.pending(session_id), "compacting"),
+                       (st.rolling_job, "rolling")):
         if job is not None and not job.status.terminal:
             elapsed = time.time() - job.started if job.started else None
             expected = service.scheduler.expected_seconds(job.lane)

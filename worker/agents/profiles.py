@@ -1,0 +1,417 @@
+"""One `AgentProfile` per agent: everything compactd knows of an agent, in one place.
+
+An agent reaches compactd through a *door* (`chat`: /v1/chat/completions; `responses`: Codex's
+/v1/responses; `hook`: a command the agent runs around its own compaction). A profile says, for
+one agent:
+
+- how to recognize its compaction request, by the request's structure (which message holds the
+  agent's prompt, the blob it wraps the conversation in, the markers of each variant), never by
+  a byte prefix of the whole body;
+- how to read its history: a text blob (opencode, pi) or structured items (Codex);
+- how to render compactd's typed sections in its template (worker/agents/template.py's pieces);
+- its preset (the agent keeps its own recent tail and wraps the summary itself), its
+  harness-noise table (what the agent writes into user turns that is not the user's words) and
+  its usage rule (what the prompt-token count of the reply counts).
+
+The built-in agents are registered below through `register`, the same call a new agent uses
+(as simonw/llm registers its own models through the hook a plugin uses). `recognize` asks the
+profiles of a door in registration order; the first that claims the request answers it. A
+request no profile claims is a compaction only when the client says so with the header
+`X-Compactd-Mode: compact` (the `generic` profile); every other request stays plain
+generation. A recognized request is never refused for its length: the pipeline chunks.
+
+A new agent: one profile here, one importer in worker/formats/ (if its history is structured),
+one captured request in tests/fixtures/agents/, and its tests (CONTRIBUTING.md).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..formats import claude_code as claude_code_format
+from ..formats import codex as codex_format
+from ..formats import load as load_transcript
+from ..formats import opencode as opencode_format
+from ..formats import pi as pi_format
+from ..formats._common import Noise, block_text
+from ..pipeline.checkpoint import Section, render_summary
+from ..session import Session
+from . import template as t
+from .blob import ATTACHED_NOISE, CONTINUE_NOISE, HARNESS_NOISE, parse_conversation
+
+Door = Literal["chat", "responses", "hook"]
+Kind = Literal["history", "turn_prefix"]
+# How the reply's prompt-token count is counted: "request": the request's messages with the
+# model's tokenizer (what the agent sent); "history": the history compactd read (Codex's items).
+Usage = Literal["request", "history"]
+
+MODE_HEADER = "x-compactd-mode"
+COMPACT_MODE = "compact"
+# Headers an agent names its session with (opencode sends x-session-id); the first one set wins.
+SESSION_HEADERS = ("x-compactd-session", "x-session-id", "session_id", "x-session-affinity")
+# The agent's window is not in its request; the budget only bounds the summary and prune's
+# protected share, so a window larger than any agent's keeps both at their own limits.
+AGENT_CONTEXT_LIMIT = 131_072
+
+
+@dataclass
+class AgentRequest:
+    agent: str  # the profile's name
+    kind: Kind
+    conversation: str | None  # the blob; None: the request's own messages/items are the conversation
+    prior_summary: str | None
+    session_key: str | None
+    focus: str | None = None
+
+
+@dataclass
+class Received:
+    """The history a request carries, read by its profile."""
+
+    session: Session
+    prior_summary: str | None  # a summary the agent holds: ours (an update) or its own (an anchor)
+    after: Session | None = None  # the prior summary is in `session`: the messages that follow it
+
+
+@dataclass(frozen=True)
+class Preset:
+    """How the pipeline runs for an agent that keeps its own recent tail and wraps the summary
+    itself: the whole received head is summarized, no verbatim tail, no reference prefix, and
+    the agent's own trigger is the loop guard."""
+
+    verbatim_tail: bool = False
+    reference_prefix: bool = False
+    loop_guard: bool = False
+    context_limit: int | None = AGENT_CONTEXT_LIMIT  # None: the service's configured limit
+
+
+AGENT_KEEPS_TAIL = Preset()
+
+Recognizer = Callable[[dict[str, Any], dict[str, str]], AgentRequest | None]
+Reader = Callable[[AgentRequest, dict[str, Any]], Received]
+Renderer = Callable[[dict[str, Section], str, Kind], str]
+
+
+@dataclass(frozen=True)
+class AgentProfile:
+    name: str
+    door: Door
+    # (request body, lower-cased headers) -> the compaction it asks for, or None. None for a
+    # hook door: the agent calls compactd's command, there is no request to tell apart.
+    recognize: Recognizer | None
+    read: Reader  # the history the request carries (for a hook: unused, the hook reads its transcript)
+    render: Renderer  # compactd's sections in the agent's template
+    preset: Preset = AGENT_KEEPS_TAIL
+    harness_noise: tuple[Noise, ...] = ()
+    usage: Usage = "request"
+    # How a prior summary holds a reply we sent: at its start (pi appends its file lists after
+    # it) or anywhere (Codex re-injects it after its own prefix paragraph).
+    prior_match: Literal["prefix", "contains"] = "prefix"
+
+
+PROFILES: dict[str, AgentProfile] = {}
+
+
+def register(profile: AgentProfile) -> AgentProfile:
+    """Add an agent (a later profile of the same name replaces the earlier one)."""
+    PROFILES[profile.name] = profile
+    return profile
+
+
+def get(name: str) -> AgentProfile:
+    return PROFILES[name]
+
+
+def session_key(headers: dict[str, str]) -> str | None:
+    for name in SESSION_HEADERS:
+        value = headers.get(name)
+        if value:
+            return value
+    return None
+
+
+def recognize(body: dict[str, Any], headers: dict[str, str], door: Door = "chat") -> AgentRequest | None:
+    """The compaction request in `body` (the request's JSON) at `door`, or None for plain
+    generation. `headers` are the request's, lower-cased."""
+    for profile in PROFILES.values():
+        if profile.door == door and profile.recognize is not None:
+            found = profile.recognize(body, headers)
+            if found is not None:
+                return found
+    if door == "chat" and headers.get(MODE_HEADER, "").strip().lower() == COMPACT_MODE:
+        return _generic(body, headers)
+    return None
+
+
+# ----------------------------------------------------------------------------- chat messages
+
+
+def _text(message: dict[str, Any]) -> str:
+    return block_text(message.get("content"))
+
+
+@dataclass
+class _Chat:
+    """A chat request's parts that recognition reads."""
+
+    system: str  # the first system/developer message
+    user: str  # the last user message
+    users: int
+    blob: re.Match[str] | None
+
+
+CONVERSATION_RE = re.compile(r"<conversation>\n?(.*?)\n?</conversation>", re.S)
+
+
+def _chat(body: dict[str, Any]) -> _Chat:
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    system = next((_text(m) for m in messages if m.get("role") in ("system", "developer")), "")
+    users = [m for m in messages if m.get("role") == "user"]
+    user = _text(users[-1]) if users else ""
+    return _Chat(system, user, len(users), CONVERSATION_RE.search(user))
+
+
+def _read_blob(noise: tuple[Noise, ...]) -> Reader:
+    def read(req: AgentRequest, body: dict[str, Any]) -> Received:
+        if req.conversation is not None:
+            return Received(parse_conversation(req.conversation, noise=noise), req.prior_summary)
+        # Header-forced, no blob: the request's own messages, in OpenAI shape.
+        return Received(load_transcript(body.get("messages") or [], format="openai"), req.prior_summary)
+    return read
+
+
+# ----------------------------------------------------------------------------- opencode
+# packages/opencode/src/session/compaction.ts (1.18.33): the system prompt is the compaction
+# agent's, the one user message wraps the history in <conversation> and asks for an anchored
+# summary; an update carries the last one in <prior-summary>.
+
+OPENCODE_SYSTEM = "You are a context summarization agent."
+OPENCODE_MARKERS = ("Create a new anchored summary", "<prior-summary>")
+OPENCODE_PRIOR_RE = re.compile(r"<prior-summary>\n?(.*?)\n?</prior-summary>", re.S)
+
+
+def _recognize_opencode(body: dict[str, Any], headers: dict[str, str]) -> AgentRequest | None:
+    chat = _chat(body)
+    if chat.blob is None or chat.users != 1 or not chat.system.startswith(OPENCODE_SYSTEM):
+        return None
+    if not any(mark in chat.user for mark in OPENCODE_MARKERS):
+        return None
+    prior = OPENCODE_PRIOR_RE.search(chat.user, chat.blob.end())
+    return AgentRequest("opencode", "history", chat.blob.group(1), prior.group(1) if prior else None,
+                        session_key(headers))
+
+
+def render_opencode(sections: dict[str, Section], lang: str, kind: Kind = "history") -> str:
+    """Objective ← Goal; Important Details ← Constraints & Preferences + Key Decisions + Critical
+    Context; Work State (Completed / Active / Blocked) ← Progress; Next Move ← Next Steps,
+    numbered; Relevant Files ← Relevant Files."""
+    details = t.merged(sections.get("Constraints & Preferences"), sections.get("Key Decisions"),
+                       sections.get("Critical Context"))
+    return t.document([
+        ("Objective", t.goal(sections.get("Goal"), lang, bullet=True)),
+        ("Important Details", t.body(details, lang)),
+        ("Work State", t.progress(sections.get("Progress"), OPENCODE_WORK, None, lang)),
+        ("Next Move", t.numbered(sections.get("Next Steps"), lang)),
+        ("Relevant Files", t.body(t.merged(sections.get("Relevant Files")), lang)),
+    ])
+
+
+OPENCODE_WORK = {"done": "Completed", "in_progress": "Active", "blocked": "Blocked"}
+# opencode's synthetic "continue" after a compaction, its file placeholders, attachments.
+OPENCODE_NOISE = (CONTINUE_NOISE, *opencode_format.HARNESS_NOISE, ATTACHED_NOISE)
+
+register(AgentProfile("opencode", "chat", _recognize_opencode, _read_blob(OPENCODE_NOISE), render_opencode,
+                      harness_noise=OPENCODE_NOISE))
+
+
+# ----------------------------------------------------------------------------- pi
+# packages/coding-agent/src/core/compaction/ (0.73.1): the summarization system prompt, the one
+# user message wraps the serialized history in <conversation>; an update carries the last
+# summary in <previous-summary>; a split turn's prefix is its own request; `/compact <text>`
+# appends "Additional focus: <text>".
+
+PI_SYSTEM = "You are a context summarization assistant."
+PI_TURN_PREFIX = "This is the PREFIX of a turn that was too large to keep."
+PI_PRIOR_RE = re.compile(r"<previous-summary>\n?(.*?)\n?</previous-summary>", re.S)
+PI_FOCUS_RE = re.compile(r"\n\nAdditional focus: (.*)\Z", re.S)
+PI_WORK = {"done": "Done", "in_progress": "In Progress", "blocked": "Blocked"}
+PI_CHECKBOX = {"done": "[x] ", "in_progress": "[ ] ", "blocked": ""}
+PI_NOISE = (*pi_format.HARNESS_NOISE, ATTACHED_NOISE)
+
+
+def _recognize_pi(body: dict[str, Any], headers: dict[str, str]) -> AgentRequest | None:
+    chat = _chat(body)
+    if chat.blob is None or chat.users != 1 or not chat.system.startswith(PI_SYSTEM):
+        return None
+    turn_prefix = PI_TURN_PREFIX in chat.user[chat.blob.end():]
+    prior = PI_PRIOR_RE.search(chat.user, chat.blob.end())
+    focus = PI_FOCUS_RE.search(chat.user)
+    return AgentRequest("pi", "turn_prefix" if turn_prefix else "history", chat.blob.group(1),
+                        prior.group(1) if prior else None, session_key(headers),
+                        focus.group(1).strip() if focus else None)
+
+
+def render_pi(sections: dict[str, Section], lang: str, kind: Kind = "history") -> str:
+    """pi's six sections: compactd's less Relevant Files (folded into Critical Context; pi
+    appends its own read/modified lists), Done items `[x]`, In Progress `[ ]`. A turn prefix:
+    Original Request ← Goal; Early Progress ← Progress + Key Decisions; Context for Suffix ←
+    Critical Context + Relevant Files + Constraints & Preferences."""
+    if kind == "turn_prefix":
+        early = t.merged(sections.get("Progress"), sections.get("Key Decisions"))
+        context = t.merged(sections.get("Critical Context"), sections.get("Relevant Files"),
+                           sections.get("Constraints & Preferences"))
+        return t.document([
+            ("Original Request", t.goal(sections.get("Goal"), lang, bullet=False)),
+            ("Early Progress", t.body(early, lang)),
+            ("Context for Suffix", t.body(context, lang)),
+        ])
+    critical = t.merged(sections.get("Critical Context"), sections.get("Relevant Files"))
+    return t.document([
+        ("Goal", t.goal(sections.get("Goal"), lang, bullet=False)),
+        ("Constraints & Preferences", t.body(t.merged(sections.get("Constraints & Preferences")), lang)),
+        ("Progress", t.progress(sections.get("Progress"), PI_WORK, PI_CHECKBOX, lang)),
+        ("Key Decisions", t.body(t.merged(sections.get("Key Decisions")), lang)),
+        ("Next Steps", t.numbered(sections.get("Next Steps"), lang)),
+        ("Critical Context", t.body(critical, lang)),
+    ])
+
+
+register(AgentProfile("pi", "chat", _recognize_pi, _read_blob(PI_NOISE), render_pi, harness_noise=PI_NOISE))
+
+
+# ----------------------------------------------------------------------------- Codex
+# Codex speaks only the Responses API and sends its compaction to the provider of every turn
+# (codex 0.171.0): it marks the request `"request_kind":"compaction"` in its turn metadata
+# (`client_metadata["x-codex-turn-metadata"]` or that header), and its default compact prompt
+# (codex-rs/core/templates/compact/prompt.md) is the last input item.
+
+TURN_METADATA = "x-codex-turn-metadata"
+COMPACT_PROMPT_START = "You are performing a CONTEXT CHECKPOINT COMPACTION."
+# codex-rs/core/templates/compact/summary_prefix.md: how Codex re-injects an earlier summary.
+SUMMARY_PREFIX = "Another language model started to solve this problem"
+
+
+def turn_metadata(body: dict[str, Any], headers: Any) -> dict[str, Any]:
+    client = body.get("client_metadata")
+    raw = client.get(TURN_METADATA) if isinstance(client, dict) else None
+    raw = raw or headers.get(TURN_METADATA)
+    try:
+        meta = json.loads(raw) if isinstance(raw, str) else None
+    except ValueError:
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def _item_text(item: Any) -> str:
+    if not isinstance(item, dict):
+        return ""
+    content = item.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(c.get("text") or "") for c in content if isinstance(c, dict))
+    return ""
+
+
+def is_compaction(body: dict[str, Any], headers: Any) -> bool:
+    """Codex marks its compaction request in its turn metadata; its default prompt is the
+    fallback mark (a configured `compact_prompt` is recognized by the metadata alone)."""
+    if turn_metadata(body, headers).get("request_kind") == "compaction":
+        return True
+    items = body.get("input")
+    return isinstance(items, list) and bool(items) and _item_text(items[-1]).lstrip().startswith(COMPACT_PROMPT_START)
+
+
+def _recognize_codex(body: dict[str, Any], headers: dict[str, str]) -> AgentRequest | None:
+    if not is_compaction(body, headers):
+        return None
+    key = turn_metadata(body, headers).get("session_id") or headers.get("session-id")
+    return AgentRequest("codex", "history", None, None, str(key) if key else None)
+
+
+def session_from_input(body: dict[str, Any], session_id: str) -> Session:
+    """The conversation to compact: every input item but the trailing compaction prompt, read
+    by the rollout importer's item parser; Codex's re-injected earlier summary is a summary.
+    A ValueError when `input` is not a list."""
+    items = body.get("input")
+    if not isinstance(items, list):
+        raise ValueError("input must be a list of items")
+    items = [i for i in items if isinstance(i, dict)]
+    if items and items[-1].get("type", "message") == "message" and items[-1].get("role") == "user":
+        items = items[:-1]  # the compaction prompt (default or a configured compact_prompt)
+    records = [{"type": "response_item", "payload": {"type": "message", **i} if "type" not in i else i}
+               for i in items]
+    if isinstance(body.get("instructions"), str) and body["instructions"].strip():
+        records.insert(0, {"type": "response_item", "payload": {"type": "message", "role": "developer",
+                                                                "content": body["instructions"]}})
+    session = codex_format.load(records)
+    session.id = session_id
+    for m in session.messages:
+        if m.role == "user" and m.text.lstrip().startswith(SUMMARY_PREFIX):
+            m.is_summary = True
+    return session
+
+
+def _read_codex(req: AgentRequest, body: dict[str, Any]) -> Received:
+    """Codex re-sends its earlier summary (and the user messages it kept) in its input: the last
+    summary is the prior one, and what follows it is an update's new messages."""
+    session = session_from_input(body, req.session_key or "codex")
+    summaries = [i for i, m in enumerate(session.messages) if m.is_summary]
+    if not summaries:
+        return Received(session, None)
+    last = summaries[-1]
+    after = session.model_copy(update={"messages": session.messages[last + 1:]})
+    return Received(session, session.messages[last].text, after)
+
+
+def _render_compactd(sections: dict[str, Section], lang: str, kind: Kind = "history") -> str:
+    """compactd's own seven sections (the agent prefixes the summary itself)."""
+    return render_summary(sections, lang, reference_prefix=False)
+
+
+# Codex compacts against the window it was configured with: the service's limit.
+register(AgentProfile("codex", "responses", _recognize_codex, _read_codex, _render_compactd,
+                      preset=Preset(context_limit=None), harness_noise=codex_format.HARNESS_NOISE,
+                      usage="history", prior_match="contains"))
+
+
+# ----------------------------------------------------------------------------- Claude Code
+# Claude Code summarizes with its session model through the endpoint of every turn and cannot
+# hand its compaction over; its hooks (PreCompact, SessionStart "compact") run
+# `compactd hook claude-code` around it, which reads the transcript itself
+# (worker/agents/claude_code.py). No request to recognize, no history in a request.
+
+
+def _no_request(req: AgentRequest, body: dict[str, Any]) -> Received:
+    raise TypeError("Claude Code's hook reads its transcript file, not a request")
+
+
+register(AgentProfile("claude-code", "hook", None, _no_request, _render_compactd,
+                      harness_noise=claude_code_format.HARNESS_NOISE))
+
+
+# ----------------------------------------------------------------------------- generic
+# Any client that says `X-Compactd-Mode: compact`: a <conversation> blob if it has one (either
+# agent's prior-summary tag), else its own messages; compactd's own sections.
+
+def _generic(body: dict[str, Any], headers: dict[str, str]) -> AgentRequest:
+    chat = _chat(body)
+    key = session_key(headers)
+    if chat.blob is None:
+        return AgentRequest("generic", "history", None, None, key)
+    prior = PI_PRIOR_RE.search(chat.user) or OPENCODE_PRIOR_RE.search(chat.user)
+    return AgentRequest("generic", "history", chat.blob.group(1), prior.group(1) if prior else None, key)
+
+
+# Registered without a recognizer: `recognize` reaches it through the header alone.
+register(AgentProfile("generic", "chat", None, _read_blob(HARNESS_NOISE), _render_compactd,
+                      harness_noise=HARNESS_NOISE))
+
+
+__all__ = ["AGENT_CONTEXT_LIMIT", "AGENT_KEEPS_TAIL", "MODE_HEADER", "PROFILES", "AgentProfile", "AgentRequest",
+           "Door", "Preset", "Received", "get", "is_compaction", "recognize", "register", "session_from_input",
+           "session_key"]
