@@ -22,13 +22,20 @@ COMPACT_MODE = "compact"
 SESSION_HEADERS = ("x-compactd-session", "x-session-id", "session_id", "x-session-affinity")
 
 PI_SYSTEM = "You are a context summarization assistant."
-OPENCODE_SYSTEM = "You are a context summarization agent."
+# opencode 1.18.17+, and 1.14-1.18.16 (tests/fixtures/agents/drift/)
+OPENCODE_SYSTEM = ("You are a context summarization agent.",
+                   "You are an anchored context summarization assistant for coding sessions.")
 PI_TURN_PREFIX = "This is the PREFIX of a turn that was too large to keep."
-OPENCODE_MARKERS = ("Create a new anchored summary", "<prior-summary>")
+OPENCODE_MARKERS = ("Create a new anchored summary", "<prior-summary>", "Update the anchored summary")
 CONVERSATION_RE = re.compile(r"<conversation>\n?(.*?)\n?</conversation>", re.S)
+# opencode 1.14-1.18.16: no <conversation> tags; [instruction, template, ...entries] joined by blank
+# lines, so the entries follow the template's closing "Rules:" bullets.
+OPENCODE_UNTAGGED_RE = re.compile(
+    r"\A(?:Create a new|Update the) anchored summary.*?</template>\n\nRules:\n(?:- [^\n]*\n)*?- [^\n]*\n\n(.*)\Z", re.S)
 PRIOR_RE = {
     "pi": re.compile(r"<previous-summary>\n?(.*?)\n?</previous-summary>", re.S),
-    "opencode": re.compile(r"<prior-summary>\n?(.*?)\n?</prior-summary>", re.S),
+    # <prior-summary> since 1.18.17, <previous-summary> before
+    "opencode": re.compile(r"<(?:prior|previous)-summary>\n?(.*?)\n?</(?:prior|previous)-summary>", re.S),
 }
 FOCUS_RE = re.compile(r"\n\nAdditional focus: (.*)\Z", re.S)  # pi's /compact <instructions>
 
@@ -66,6 +73,8 @@ def recognize(messages: list[dict[str, Any]], headers: dict[str, str]) -> AgentR
     users = [m for m in messages if m.get("role") == "user"]
     user = _text(users[-1]) if users else ""
     blob = CONVERSATION_RE.search(user)
+    if blob is None and system.startswith(OPENCODE_SYSTEM):
+        blob = OPENCODE_UNTAGGED_RE.search(user)
     key = session_key(headers)
     if blob is not None and len(users) == 1:
         if system.startswith(PI_SYSTEM):
@@ -75,7 +84,7 @@ def recognize(messages: list[dict[str, Any]], headers: dict[str, str]) -> AgentR
             return AgentRequest("pi", "turn_prefix" if turn_prefix else "history", blob.group(1),
                                 prior.group(1) if prior else None, key, focus.group(1).strip() if focus else None)
         if system.startswith(OPENCODE_SYSTEM) and any(mark in user for mark in OPENCODE_MARKERS):
-            prior = PRIOR_RE["opencode"].search(user, blob.end())
+            prior = PRIOR_RE["opencode"].search(user[:blob.start(1)] + user[blob.end(1):])  # before or after
             return AgentRequest("opencode", "history", blob.group(1), prior.group(1) if prior else None, key)
     if not forced:
         return None

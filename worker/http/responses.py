@@ -47,8 +47,11 @@ from .errors import ApiError, api_error_for
 from .routes import DISCONNECT_POLL_S, get_service
 
 TURN_METADATA = "x-codex-turn-metadata"
-# codex-rs/core/templates/compact/prompt.md opens with this line (Codex's default compact_prompt).
+# codex-rs/core/templates/compact/prompt.md opens with this line (Codex's default compact_prompt;
+# 0.58.0+, and before it the "memento" prompt: tests/fixtures/agents/drift/).
 COMPACT_PROMPT_START = "You are performing a CONTEXT CHECKPOINT COMPACTION."
+COMPACT_PROMPT_STARTS = (COMPACT_PROMPT_START, "You have exceeded the maximum number of tokens, please stop coding and "
+                         "instead write a short memento message for the next agent.")
 # codex-rs/core/templates/compact/summary_prefix.md: how Codex re-injects an earlier summary.
 SUMMARY_PREFIX = "Another language model started to solve this problem"
 # Per RFC 9110 §7.6.1 plus what the transport recomputes (length, host, encoding of the hop).
@@ -95,7 +98,7 @@ def is_compaction(body: dict[str, Any], headers: Any) -> bool:
     if turn_metadata(body, headers).get("request_kind") == "compaction":
         return True
     items = body.get("input")
-    return isinstance(items, list) and bool(items) and _item_text(items[-1]).lstrip().startswith(COMPACT_PROMPT_START)
+    return isinstance(items, list) and bool(items) and _item_text(items[-1]).lstrip().startswith(COMPACT_PROMPT_STARTS)
 
 
 # ----------------------------------------------------------------------------- parse
