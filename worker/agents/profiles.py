@@ -185,24 +185,33 @@ def _read_blob(noise: tuple[Noise, ...]) -> Reader:
 
 
 # ----------------------------------------------------------------------------- opencode
-# packages/opencode/src/session/compaction.ts (1.18.33): the system prompt is the compaction
-# agent's, the one user message wraps the history in <conversation> and asks for an anchored
-# summary; an update carries the last one in <prior-summary>.
+# packages/opencode/src/session/compaction.ts: the system prompt is the compaction agent's, the
+# one user message asks for an anchored summary of the history (tests/fixtures/agents/drift/):
+# - 1.18.17+: the history in <conversation>, an update's last summary in <prior-summary>;
+# - 1.14-1.18.16: another system sentence, the history untagged after the template's closing
+#   "Rules:" bullets ([instruction, template, ...entries] joined by blank lines), an update's
+#   summary in <previous-summary> before it.
 
-OPENCODE_SYSTEM = "You are a context summarization agent."
-OPENCODE_MARKERS = ("Create a new anchored summary", "<prior-summary>")
-OPENCODE_PRIOR_RE = re.compile(r"<prior-summary>\n?(.*?)\n?</prior-summary>", re.S)
+OPENCODE_SYSTEM = ("You are a context summarization agent.",
+                   "You are an anchored context summarization assistant for coding sessions.")
+OPENCODE_MARKERS = ("Create a new anchored summary", "<prior-summary>", "Update the anchored summary")
+OPENCODE_UNTAGGED_RE = re.compile(
+    r"\A(?:Create a new|Update the) anchored summary.*?</template>\n\nRules:\n(?:- [^\n]*\n)*?- [^\n]*\n\n(.*)\Z", re.S)
+OPENCODE_PRIOR_RE = re.compile(r"<(?:prior|previous)-summary>\n?(.*?)\n?</(?:prior|previous)-summary>", re.S)
+
+
+def _opencode_request(name: str, chat: _Chat, headers: dict[str, str]) -> AgentRequest | None:
+    """opencode's user message (either layout), once the system prompt said it is one."""
+    blob = chat.blob or OPENCODE_UNTAGGED_RE.search(chat.user)
+    if blob is None or chat.users != 1 or not any(mark in chat.user for mark in OPENCODE_MARKERS):
+        return None
+    prior = OPENCODE_PRIOR_RE.search(chat.user[:blob.start(1)] + chat.user[blob.end(1):])  # before or after
+    return AgentRequest(name, "history", blob.group(1), prior.group(1) if prior else None, session_key(headers))
 
 
 def _recognize_opencode(body: dict[str, Any], headers: dict[str, str]) -> AgentRequest | None:
     chat = _chat(body)
-    if chat.blob is None or chat.users != 1 or not chat.system.startswith(OPENCODE_SYSTEM):
-        return None
-    if not any(mark in chat.user for mark in OPENCODE_MARKERS):
-        return None
-    prior = OPENCODE_PRIOR_RE.search(chat.user, chat.blob.end())
-    return AgentRequest("opencode", "history", chat.blob.group(1), prior.group(1) if prior else None,
-                        session_key(headers))
+    return _opencode_request("opencode", chat, headers) if chat.system.startswith(OPENCODE_SYSTEM) else None
 
 
 def render_opencode(sections: dict[str, Section], lang: str, kind: Kind = "history") -> str:
@@ -291,6 +300,9 @@ register(AgentProfile("pi", "chat", _recognize_pi, _read_blob(PI_NOISE), render_
 
 TURN_METADATA = "x-codex-turn-metadata"
 COMPACT_PROMPT_START = "You are performing a CONTEXT CHECKPOINT COMPACTION."
+# 0.58.0+ opens with COMPACT_PROMPT_START; before it, the "memento" prompt (tests/fixtures/agents/drift/).
+COMPACT_PROMPT_STARTS = (COMPACT_PROMPT_START, "You have exceeded the maximum number of tokens, please stop coding and "
+                         "instead write a short memento message for the next agent.")
 # codex-rs/core/templates/compact/summary_prefix.md: how Codex re-injects an earlier summary.
 SUMMARY_PREFIX = "Another language model started to solve this problem"
 
@@ -323,7 +335,7 @@ def is_compaction(body: dict[str, Any], headers: Any) -> bool:
     if turn_metadata(body, headers).get("request_kind") == "compaction":
         return True
     items = body.get("input")
-    return isinstance(items, list) and bool(items) and _item_text(items[-1]).lstrip().startswith(COMPACT_PROMPT_START)
+    return isinstance(items, list) and bool(items) and _item_text(items[-1]).lstrip().startswith(COMPACT_PROMPT_STARTS)
 
 
 def _recognize_codex(body: dict[str, Any], headers: dict[str, str]) -> AgentRequest | None:
