@@ -84,3 +84,109 @@ def test_the_location_travels_with_the_error_into_the_checkpoint():
     rendered = "\n".join(line for s in ledger_sections(ledger).values() for blk in s.blocks
                          for bullet in blk.bullets for line in bullet.lines())
     assert "`--> $DIR/borrowck-move-out-of-vec-tail.rs:17:19`" in rendered
+
+
+def test_eslint_stylish_keeps_each_error_with_its_file_and_rule_not_warnings():
+    # eslint/eslint docs/src/use/formatters/index.md, the stylish example output.
+    found = error_findings(read("eslint_stylish.txt"))
+    path = "/var/lib/jenkins/workspace/eslint Release/eslint/fullOfProblems.js"
+    assert found[0] == ("1:10  error    'addOne' is defined but never used                              no-unused-vars", path)
+    assert len(found) == 5 and all(at == path and "  error  " in text for text, at in found)
+    assert not any("warning" in text or "problems" in text for text, _ in found)
+
+
+def test_biome_keeps_the_rule_header_with_its_message():
+    # biomejs/biome crates/biome_js_analyze/tests/specs/suspicious/noDoubleEquals/invalid.js.snap (first diagnostic)
+    assert error_findings(read("biome_no_double_equals.txt")) == [
+        ("invalid.js:3:5 lint/suspicious/noDoubleEquals", "× Using == may be unsafe if you are relying on type coercion.")]
+    # crates/biome_cli/tests/snapshots/main_commands_lint/lint_error.snap: the termination summary is not a diagnostic.
+    assert error_findings(read("biome_lint_error.snap")) == [
+        ("check.js:1:6 lint/correctness/noConstantCondition", "× This condition always evaluates to the same value.")]
+
+
+def test_npm_keeps_the_code_line_with_its_message():
+    # npm/cli docs/lib/content/commands/npm-ping.md (npm < 10.8 `npm ERR!`)
+    assert error_findings(read("npm_ping_e404.txt")) == [
+        ("npm ERR! code E404", "npm ERR! 404 Not Found - GET http://www.foo.com/-/ping?write=true")]
+    # npm/cli smoke-tests/tap-snapshots/test/index.js.test.cjs, `npm ci` out of sync (`npm error`)
+    text, at = error_findings(read("npm_ci_eusage.txt"))[0]
+    assert text == "npm error code EUSAGE" and at.startswith("npm error \\`npm ci\\` can only install packages")
+    assert error_findings(read("npm_ping_ok.txt")) == []  # the same docs' successful ping
+
+
+def test_pnpm_error_codes_with_their_message():
+    # a real `pnpm -r exec` failure (opencode-sessionbridge fixture, tune half): pnpm < 11 pads the code with U+2009.
+    assert error_lines(read("pnpm_recursive_exec.txt")) == ['ERR_PNPM_RECURSIVE_EXEC_FIRST_FAIL\u2009 Command "mocha" not found']
+    # pnpm/pnpm crates/cli/src/cli_args/dedupe/tests.rs: pnpm 11's bracketed form.
+    assert error_lines(read("pnpm_dedupe_check.txt")) == [
+        "[ERR_PNPM_DEDUPE_CHECK_ISSUES] Dedupe --check found changes to the lockfile"]
+    # crates/cli/tests/suite/snapshots/suite__init__should_throw_on_existing_file.snap (miette, via `Error:`)
+    assert error_lines(read("pnpm_init_exists.txt")) == ["Error: ERR_PNPM_PACKAGE_JSON_EXISTS"]
+
+
+def test_jest_keeps_the_matcher_hint_expected_received_then_the_test_name():
+    # jestjs/jest e2e/__tests__/__snapshots__/failures.test.ts.snap, `works with assertions in separate files`
+    assert error_findings(read("jest_toequal.txt")) == [
+        ("expect(received).toEqual(expected) // deep equality", "at toEqual (macros.js:10:15)"),
+        ("Expected: 2", None),
+        ("Received: 1", None),
+        ("● use some imported macro to make assertion", None),
+    ]
+    # `not throwing Error objects 4`: the `✕` list and the code frame are not errors.
+    assert error_findings(read("jest_assertion_count.txt")) == [
+        ("expect(received).toBeTruthy()", "at Object.toBeTruthy (__tests__/assertionCount.test.js:12:17)"),
+        ("Received: false", None),
+        ("● .assertions() › throws", None),
+    ]
+
+
+def test_vitest_keeps_the_assertion_its_location_and_the_test():
+    # vitest-dev/vitest test/e2e/test/reporters/__snapshots__/default.test.ts.snap: the `- Expected`/`+ Received`
+    # diff is not a message.
+    assert error_findings(read("vitest_default.txt")) == [
+        ("AssertionError: expected 1 to be +0 // Object.is equality", "❯ basic.test.ts:5:13"),
+        ("FAIL  basic.test.ts > test-a 1", None),
+    ]
+    # docs/api/vi.md
+    assert error_findings(read("vitest_vi_docs.txt")) == [
+        ("AssertionError: expected 'left' to deeply equal 'right'", "❯ example.test.ts:8:3"),
+        ('Expected: "right"', None),
+        ('Received: "left"', None),
+        ("FAIL  example.test.ts > example", None),
+    ]
+
+
+def test_surefire_keeps_the_assertion_its_test_frame_and_the_failed_test():
+    # apache/maven-surefire surefire-its/.../surefire-reports2/...MyClassTest.txt
+    assert error_findings(read("surefire_report.txt")) == [
+        ("junit.framework.AssertionFailedError: expected:<18> but was:<42>",
+         "at org.apache.maven.surefireReport.surefireReportTest.module1.MyDummyClassTest.testGetFooKO(MyClassTest.java:10)"),
+        ("Tests run: 2, Failures: 1, Errors: 0, Skipped: 0, Time elapsed: 0.049 sec <<< FAILURE!", None),
+        ("org.apache.maven.surefireReport.surefireReportTest.module1.MyDummyClassTest.testGetFooKO"
+         "  Time elapsed: 0.01 sec  <<< FAILURE!", None),
+    ]
+    # surefire-report-parser/.../TEST-org.acme.FlakyTest.xml: JUnit 5's stack trace; junit-jupiter frames skipped.
+    assert error_findings(read("junit5_assertion_failed.txt")) == [
+        ("org.opentest4j.AssertionFailedError: expected: <1> but was: <0>",
+         "at org.acme.FlakyTest.testFlaky(FlakyTest.java:18)")]
+
+
+def test_agents_edit_tool_refusals_are_errors():
+    # Claude Code, quoted in Digital-Process-Tools/claude-remember PR #51; the harness tags come off.
+    assert error_lines(read("claude_code_tool_use_error.txt")) == [
+        "File has not been read yet. Read it first before writing to it."]
+    # pi, quoted in earendil-works/pi issue #4430 (the multi-edit form of edit.ts's message)
+    assert error_lines(read("pi_edit_error.txt")) == [
+        "Could not find edits[1] in [some file]. The oldText must match exactly including all whitespace and newlines."]
+    # opencode, quoted in anomalyco/opencode issue #15515: the `← Edit` call lines and the agent's prose are not.
+    assert error_lines(read("opencode_edit_errors.txt")) == [
+        "Error: Found multiple matches for oldString. Provide more surrounding context to make the match unique.",
+        "Error: Could not find oldString in the file. It must match exactly, including whitespace, indentation, "
+        "and line endings.",
+    ]
+
+
+def test_new_rows_do_not_fire_on_passing_output():
+    # go-junit-report's passing tests, the pytest session's passing lines, npm's successful ping.
+    passing = "\n".join(read("go_test.txt").splitlines()[:9]) + "\n" + read("npm_ping_ok.txt")
+    assert error_lines(passing) == []

@@ -98,6 +98,84 @@ def is_project_path(path: str) -> bool:
     return not NOT_PROJECT_PATH_RE.search(path)
 
 
+ESLINT_LINE_RE = re.compile(r"^\d+:\d+\s+error\s+\S.*\S\s{2,}[@\w/-]+$")  # stylish: `line:col  error  msg  rule`
+BIOME_HEADER_RE = re.compile(r"^(\S+:\d+:\d+ (?:lint|assist|parse|format|check)(?:/[\w-]+)*)(?:\s|$)")
+NPM_MESSAGE_RE = re.compile(r"^npm (?:ERR!|error) (?!(?:code|errno|syscall|path|dest)\b)\S")
+JEST_FRAME_RE = re.compile(r"^at (?:.+ \()?([^()\s]+):\d+:\d+\)?$")  # V8 stack frame, as jest prints it
+VITEST_FRAME_RE = re.compile(r"^❯ (\S+):\d+:\d+")  # vitest's error location (`❯ file:line:col`)
+JAVA_FRAME_RE = re.compile(r"^at ([\w$.]+)\([\w$]+\.(?:java|kt|scala|groovy):\d+\)$")  # Throwable.printStackTrace
+NOT_PROJECT_JAVA_RE = re.compile(r"^(?:java|javax|jdk|sun|kotlin|scala|junit|org\.junit|org\.opentest4j|org\.testng"
+                                 r"|org\.assertj|org\.hamcrest)\.")
+ASSERTION_CONTEXT_RE = re.compile(r"^(?:● |expect\b|FAIL\s)|AssertionError\b")
+JS_FRAMES_LOOKAHEAD = 30  # jest/vitest print the failing code frame between the message and the stack
+ASSERTION_CONTEXT_LOOKBACK = 8  # `Expected:`/`Received:` follow the matcher hint by a line or two
+
+
+def _eslint_file(lines: list[tuple[str, str]], i: int) -> str | None:
+    """The stylish formatter's file heading: the unindented line above a file's message lines."""
+    for raw, line in reversed(lines[:i]):
+        if not raw[:1].isspace():
+            return line
+    return None
+
+
+def _eslint_message(lines: list[tuple[str, str]], i: int) -> bool:
+    return lines[i][0][:1].isspace() and _eslint_file(lines, i) is not None  # stylish indents messages under the file
+
+
+def _biome_message(lines: list[tuple[str, str]], i: int) -> str | None:
+    for _, line in lines[i + 1:i + 4]:  # the `× message` line right under the header
+        if line.startswith(("×", "✖", "!", "i ")):
+            return line
+    return None
+
+
+def _npm_message(lines: list[tuple[str, str]], i: int) -> str | None:
+    for _, line in lines[i + 1:i + 8]:
+        if NPM_MESSAGE_RE.match(line):
+            return line
+        if not line.startswith("npm "):
+            return None
+    return None
+
+
+def _js_frame(lines: list[tuple[str, str]], i: int) -> str | None:
+    """The first project frame of a jest (`at f (file:line:col)`) or vitest (`❯ file:line:col`) failure."""
+    for _, line in lines[i + 1:i + 1 + JS_FRAMES_LOOKAHEAD]:
+        m = JEST_FRAME_RE.match(line) or VITEST_FRAME_RE.match(line)
+        if m and is_project_path(m.group(1)):
+            return line
+        if line.startswith(("● ", "FAIL ")):
+            return None
+    return None
+
+
+def _java_frame(lines: list[tuple[str, str]], i: int) -> str | None:
+    """The first frame of a Java stack trace outside the JDK and the test frameworks."""
+    for raw, line in lines[i + 1:i + 1 + GO_FRAMES_LOOKAHEAD]:
+        m = JAVA_FRAME_RE.match(line)
+        if not m:
+            if raw[:1].isspace() or line.startswith("Caused by:"):
+                continue
+            return None
+        if not NOT_PROJECT_JAVA_RE.match(m.group(1)):
+            return line
+    return None
+
+
+def _exception_location(lines: list[tuple[str, str]], i: int) -> str | None:
+    return _python_frame(lines, i) or _js_frame(lines, i) or _java_frame(lines, i)
+
+
+def _jest_context(lines: list[tuple[str, str]], i: int) -> bool:
+    """Is this line inside a jest/vitest failure (a `●` or `FAIL` heading, matcher hint or AssertionError above)?"""
+    return any(ASSERTION_CONTEXT_RE.search(line) for _, line in lines[max(0, i - ASSERTION_CONTEXT_LOOKBACK):i])
+
+
+def _jest_failure(lines: list[tuple[str, str]], i: int) -> bool:
+    return any(line.startswith("● ") for _, line in lines[max(0, i - ASSERTION_CONTEXT_LOOKBACK):i])
+
+
 def _python_frame(lines: list[tuple[str, str]], i: int) -> str | None:
     """The innermost project frame of the traceback that ends at line i (its frames, indented,
     run outermost first)."""
@@ -187,7 +265,9 @@ CONVENTIONS: tuple[Convention, ...] = (
     Convention("exception", EXCEPTION_LINE_RE,
                "Python's traceback last line `ExcType: msg` (traceback.format_exception_only), Java Throwable.toString "
                "`java.lang.X: msg`, node's `AssertionError [ERR_ASSERTION]: msg`; kept with the innermost "
-               "project frame `File \"…\", line N, in f`", at=_python_frame),
+               "project frame `File \"…\", line N, in f`; jest's `at f (file:line:col)` / vitest's `❯ file:line:col` "
+               "(@vitest/runner, vitest `AssertionError: expected 1 to be 2`), Java's first frame outside the JDK and "
+               "the test frameworks", at=_exception_location),
     Convention("go test message", _rx(r"^(?:\S+/)?[\w.-]+_test\.go:\d+:(?: |$)"),
                "Go testing package: t.Errorf/t.Fatalf print `file_test.go:LINE: msg` (pkg.go.dev/testing, decorate)",
                when=_go_test_failed),
@@ -207,6 +287,46 @@ CONVENTIONS: tuple[Convention, ...] = (
                "rustc diagnostics `error[E0382]: msg` then ` --> file:line:col` (rustc-dev-guide, Diagnostics); "
                "gcc/go/esbuild `file:line:col: error: msg` (GNU Coding Standards, Formatting Error Messages); "
                "rustc's `aborting due to` and cargo's `could not compile` only count them", at=_rustc_location),
+    Convention("eslint", _rx(ESLINT_LINE_RE.pattern),
+               "ESLint stylish formatter (the default): the file path, then `  line:col  error  message  rule-id` "
+               "(lib/cli-engine/formatters/stylish.js; docs use/formatters#stylish); warnings are not errors",
+               at=_eslint_file, when=_eslint_message),
+    Convention("biome", BIOME_HEADER_RE,
+               "Biome diagnostics: `path:line:col lint/group/ruleName  FIXABLE  ━━━` then `× message` "
+               "(biome_diagnostics PrintHeader; biomejs.dev/reference/diagnostics)", at=_biome_message),
+    Convention("npm", _rx(r"^npm (?:ERR!|error) code \S+$"),
+               "npm's error handler: `npm ERR! code E404` (npm < 10.8: `npm error code …`), then the message lines "
+               "`npm ERR! 404 Not Found - GET …` (lib/utils/error-message.js, lib/cli/exit-handler.js)", at=_npm_message),
+    Convention("pnpm", _rx(r"^\[?ERR_PNPM_[A-Z0-9_]+\]?(?:\s+\S.*)?$"),
+               "pnpm's default reporter: ` ERR_PNPM_CODE  message` (pnpm < 11) or `[ERR_PNPM_CODE] message` "
+               "(cli/default-reporter/src/reportError.ts formatErrorSummary); the codes are listed at pnpm.io/errors"),
+    Convention("jest failure", _rx(r"^● (?!(?:Validation|Deprecation) Warning)\S"),
+               "Jest: each failed test as `● Suite › test name` (jest-message-util formatResultsErrors, TITLE_BULLET)",
+               heading=True),
+    Convention("jest matcher", _rx(r"^expect(?:\(.*?\))?(?:\.(?:not|resolves|rejects))*\.\w+\(.*?\)(?: //.*)?$"),
+               "Jest's matcher hint `expect(received).toBe(expected)` (jest-matcher-utils matcherHint), kept with "
+               "the failing test's first project frame `at f (file:line:col)`", at=_js_frame, when=_jest_failure),
+    Convention("jest expected/received", _rx(r"^(?:Expected|Received)(?: value)?(?: [\w ]+)?: \S"),
+               "Jest/Vitest: `Expected: 2` / `Received: 1` under the matcher hint or AssertionError "
+               "(jest-matcher-utils printExpected/printReceived; @vitest/expect)", when=_jest_context),
+    Convention("vitest failure", _rx(r"^FAIL\s+\S+\.[cm]?[jt]sx?\s+>\s+\S"),
+               "Vitest's default reporter: ` FAIL  file > suite > test` per failed test (packages/vitest reporters "
+               "base.ts printTaskErrors)", heading=True),
+    Convention("surefire test", _rx(r"^(?:\[ERROR\] )?\S.*\s(?:-- )?Time elapsed: [\d.,]+ s(?:ec)?\s+<<< (?:FAILURE|ERROR)!$"),
+               "Maven Surefire: `[ERROR] testName(Class)  Time elapsed: 0.01 s  <<< FAILURE!` per failed test "
+               "(maven-surefire-common TestSetStats / ConsoleReporter, surefire-reports/*.txt)", heading=True),
+    Convention("surefire tally", _rx(r"^(?:\[ERROR\] )?Tests run: \d+, Failures: \d+, Errors: \d+, Skipped: \d+.*<<< (?:FAILURE|ERROR)!"),
+               "Maven Surefire test set: `Tests run: 2, Failures: 1, Errors: 0, Skipped: 0, Time elapsed: … <<< FAILURE!` "
+               "(TestSetStats FAILURE_MARKER)", heading=True),
+    Convention("agent tool error", _rx(
+        r"^(?:File has not been read yet\b|File has been modified since read\b|String to replace not found in file\b"
+        r"|Found \d+ matches of the string to replace\b|Could not find (?:the exact text|edits\[\d+\]) in \S"
+        r"|Found \d+ occurrences of the text in \S|No changes made to \S|oldString not found in content\b"
+        r"|Could not find oldString in the file\b|Found multiple matches for oldString\b)"),
+               "coding agents' edit-tool refusals: Claude Code `<tool_use_error>File has not been read yet…` / "
+               "`String to replace not found in file.` (FileEditTool validateInput); pi `Could not find the exact text in "
+               "<path>. The old text must match exactly…` (pi-mono coding-agent/src/core/tools/edit.ts); opencode "
+               "`Could not find oldString in the file…` / `oldString not found in content` (packages/opencode/src/tool/edit.ts)"),
     Convention("esbuild", _rx(r"✘ \[ERROR\] "), "esbuild's terminal log: `✘ [ERROR] msg` (pkg/logger/logger.go)"),
     Convention("tsc", _rx(r"\berror TS\d+: "),
                "TypeScript: `file(line,col): error TS2322: msg` (--pretty false) or `file:line:col - error TS…` (--pretty)"),
@@ -223,8 +343,9 @@ CONVENTIONS: tuple[Convention, ...] = (
                "git's zh_CN/ja/ko translations of `fatal:`/`error:` (po/*.po), CLIs' `…失败`"),
     Convention("exunit exception", _rx(r"^\*\* \([\w.]+\) \S"), "ExUnit formatter: `** (RuntimeError) msg` (ExUnit.Formatter)"),
     Convention("exunit code", _rx(r"^code:\s+(?:assert|refute)\b"), "ExUnit formatter: the failing assertion's `code:` line"),
-    Convention("os error", _rx(r"No such file or directory|command not found|Permission denied|Segmentation fault"),
-               "strerror(3) ENOENT/EACCES texts, bash's `command not found`, SIGSEGV's psignal text"),
+    Convention("os error", _rx(r"No such file or directory|command not found|Permission denied|\bEACCES\b|Segmentation fault"),
+               "strerror(3) ENOENT/EACCES texts, libuv/node's `EACCES: permission denied, open '…'`, bash's "
+               "`command not found`, SIGSEGV's psignal text"),
     Convention("node resolution", _rx(r"\bCannot find module\b|\bModule not found\b"),
                "node's MODULE_NOT_FOUND `Cannot find module 'x'`, webpack's `Module not found:`"),
     Convention("auth", _rx(r"^(?:Invalid|Missing|Expired|Revoked) (?:API key|access token|credentials)\b"),
