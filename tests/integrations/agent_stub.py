@@ -57,8 +57,9 @@ class _QuietServer(ThreadingHTTPServer):
 class AgentStub:
     def __init__(self, command: str, *, inflate_once: int | None = None, again_prompt: str | None = None,
                  forward_prefix: str | None = None, forward_url: str | None = None,
-                 compaction_reply: str | None = None):
+                 compaction_reply: str | None = None, reply: str = REPLY):
         self.command = command
+        self.reply = reply
         self.inflate_once = inflate_once
         self.again_prompt = again_prompt
         self.forward_prefix = forward_prefix
@@ -98,9 +99,10 @@ class AgentStub:
             return None
         params = tools[name].get("parameters") or {}
         args: dict[str, Any] = {"command": self.command}
+        props = params.get("properties") or {}
         for key in params.get("required") or []:
-            args.setdefault(key, "run the tests")
-        return {"id": "call_stub_1", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+            args.setdefault(key, False if (props.get(key) or {}).get("type") == "boolean" else "run the tests")
+        return {"id": f"call_stub_{len(self.requests)}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
 
     def chat(self, body: dict[str, Any]) -> tuple[dict[str, Any], str, dict[str, int]]:
         """(message, finish_reason, usage) of one answer."""
@@ -114,7 +116,7 @@ class AgentStub:
                     {"prompt_tokens": 500, "completion_tokens": 20, "total_tokens": 520})
         after_tool = any(m.get("role") == "tool" for m in body.get("messages", []))
         used = self._take_inflation() if after_tool else NORMAL_PROMPT_TOKENS
-        return ({"role": "assistant", "content": REPLY}, "stop",
+        return ({"role": "assistant", "content": self.reply}, "stop",
                 {"prompt_tokens": used, "completion_tokens": 20, "total_tokens": used + 20})
 
     # -- Gemini API --------------------------------------------------------------------------
@@ -126,7 +128,7 @@ class AgentStub:
         last = contents[-1] if contents else {}
         last_text = "".join(p.get("text", "") for p in last.get("parts") or []) if last.get("role") == "user" else ""
         used = NORMAL_PROMPT_TOKENS
-        parts: list[dict[str, Any]] = [{"text": REPLY}]
+        parts: list[dict[str, Any]] = [{"text": self.reply}]
         if self.compaction_reply is not None and is_compaction(body):
             parts = [{"text": self.compaction_reply}]
             used = len(json.dumps(body)) // 4
