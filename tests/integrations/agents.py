@@ -1,9 +1,11 @@
-"""The real agents the integration tests drive, installed from npm at pinned versions.
+"""The real agents the integration tests drive, installed from npm (Aider: PyPI) at pinned versions.
 
 Each agent is installed once into its own prefix under a cache dir (COMPACTD_AGENTS_DIR, by
 default the user cache's `compactd/agents`), so `make test` pays for the download once per
 machine; a lock file keeps two test processes from installing the same one at once. A test
-skips, with the reason, only where `node`/`npm` are missing.
+skips, with the reason, only where `node`/`npm` are missing. Aider is a Python package: it gets
+its own venv in the cache (its pins would fight compactd's), made by the interpreter this
+venv was made from, with pip's own cache.
 """
 
 from __future__ import annotations
@@ -33,6 +35,13 @@ OPENCODE = Agent("opencode-ai", "1.18.33", "opencode")
 PI = Agent("@mariozechner/pi-coding-agent", "0.73.1", "pi")
 CODEX = Agent("@openai/codex", "0.171.0", "codex")
 CLAUDE_CODE = Agent("@anthropic-ai/claude-code", "2.1.197", "claude")
+# The versions the agents-more research ran (issue 25); Kilo 7.8.1's platform packages are
+# missing from the registry, 7.7.7 installs.
+QWEN_CODE = Agent("@qwen-code/qwen-code", "0.24.4", "qwen")
+KILO = Agent("@kilocode/cli", "7.7.7", "kilo")
+GEMINI_CLI = Agent("@google/gemini-cli", "0.61.0", "gemini")
+AIDER = Agent("aider-chat", "0.86.2", "aider")  # PyPI: install_aider()
+PIP_INSTALL_TIMEOUT_S = 900  # aider-chat pulls ~150 packages (litellm, tree-sitter, numpy) on a cold cache
 
 
 def agents_dir() -> Path:
@@ -61,6 +70,26 @@ def install(agent: Agent) -> Path:
             )
     if not exe.exists():
         raise RuntimeError(f"npm installed {agent.package}@{agent.version} but {exe} is missing")
+    return exe
+
+
+def install_aider(agent: Agent = AIDER) -> Path:
+    """Aider's executable, in its own venv under the cache dir (created on first use)."""
+    prefix = agents_dir() / f"{agent.package}@{agent.version}"
+    venv = prefix / "venv"
+    exe = venv / "bin" / agent.bin
+    prefix.mkdir(parents=True, exist_ok=True)
+    with open(prefix / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not exe.exists():
+            base = Path(sys.base_prefix) / "bin" / "python3"
+            subprocess.run([str(base if base.exists() else sys.executable), "-m", "venv", "--clear", str(venv)],
+                           check=True, timeout=120, stdin=subprocess.DEVNULL)
+            subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet",
+                            "--disable-pip-version-check", f"{agent.package}=={agent.version}"],
+                           check=True, timeout=PIP_INSTALL_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    if not exe.exists():
+        raise RuntimeError(f"pip installed {agent.package}=={agent.version} but {exe} is missing")
     return exe
 
 
