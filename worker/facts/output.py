@@ -30,13 +30,19 @@ OUTPUT_EXCERPT_MAX_LINES = 2  # ... and so is a two-line answer; a third line ma
 WRAPPER_TAG_RE = re.compile(r"^(?:<[\w-]+>\s*)+|(?:\s*</[\w-]+>)+$")
 ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 CI_LOG_PREFIX_RE = re.compile(r"^[^\t\n]*\t[^\t\n]*\t\d{4}-\d\d-\d\dT[\d:.]+Z (?:##\[(?:error|warning)\])?")
+# Gemini CLI's and Qwen Code's run_shell_command envelope (docs/tools/shell.md: Command,
+# Directory, Output, Error, Exit Code, Signal, Background PIDs, Process Group PGID): a field
+# that is "(none)" says nothing happened.
+SHELL_ENVELOPE_NONE = r"(?:Error|Signal|Background PIDs|Process Group PGID|Directory): \(none\)$"
+SHELL_ENVELOPE_NONE_RE = re.compile(SHELL_ENVELOPE_NONE)
 NOISE_LINE_RE = re.compile(
     r"^(?:>|\$ |bash-\$|\(Open file: |\(Current directory: |Debugger attached\.|Waiting for the debugger"
-    r"|For help, see: |\(Use `node --trace-warnings|Your command ran successfully)")
+    r"|For help, see: |\(Use `node --trace-warnings|Your command ran successfully|" + SHELL_ENVELOPE_NONE + ")")
 # Exit status as agents print it: Claude Code `Exit code 1`, pi `Command exited with code 1`,
-# Codex `Exit code: 1` / `Process exited with code 1`, plain `exit status 1`.
+# Codex `Exit code: 1` / `Process exited with code 1`, Gemini CLI and Qwen Code `Exit Code: 1`,
+# plain `exit status 1`.
 EXIT_CODE_RE = re.compile(
-    r"^\s*(?:Command exited with code|Process exited with code|Exit code:?|exit code:?|exit status:?)\s*(-?\d+)\b",
+    r"^\s*(?:Command exited with code|Process exited with code|Exit [Cc]ode:?|exit code:?|exit status:?)\s*(-?\d+)\b",
     re.MULTILINE)
 EXIT_CODE_JSON_RE = re.compile(r'"exit_code"\s*:\s*(-?\d+)')  # Codex function_call_output JSON
 ABORTED_RE = re.compile(r"^\s*Command (?:aborted|timed out)\b", re.MULTILINE)
@@ -373,7 +379,7 @@ def error_findings(output: str) -> list[tuple[str, str | None]]:
     found: list[tuple[bool, str, str | None]] = []
     in_traceback = False
     for i, (raw, line) in enumerate(lines):
-        if not line:
+        if not line or SHELL_ENVELOPE_NONE_RE.match(line):
             continue
         if TRACEBACK_START_RE.match(line):
             in_traceback = True
