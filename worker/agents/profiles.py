@@ -37,7 +37,7 @@ from ..formats import codex as codex_format
 from ..formats import load as load_transcript
 from ..formats import opencode as opencode_format
 from ..formats import pi as pi_format
-from ..formats._common import Noise, block_text
+from ..formats._common import Noise, block_text, mark_harness_noise, tag
 from ..pipeline.checkpoint import Section, render_summary
 from ..session import Session
 from . import template as t
@@ -389,6 +389,169 @@ def _render_compactd(sections: dict[str, Section], lang: str, kind: Kind = "hist
 register(AgentProfile("codex", "responses", _recognize_codex, _read_codex, _render_compactd,
                       preset=Preset(context_limit=None), harness_noise=codex_format.HARNESS_NOISE,
                       usage="history", prior_match="contains"))
+
+
+# ----------------------------------------------------------------------------- Kilo
+# Kilo CLI 7.7 (an opencode fork, @kilocode/cli): its compaction agent's system prompt is Kilo's
+# own text ("You are Kilo, …") with opencode's summarization prompt appended; the user message is
+# opencode's (tests/fixtures/agents/kilo-compaction-request.json).
+
+KILO_SYSTEM = "You are Kilo,"
+
+
+def _recognize_kilo(body: dict[str, Any], headers: dict[str, str]) -> AgentRequest | None:
+    chat = _chat(body)
+    if not chat.system.startswith(KILO_SYSTEM) or not any(s in chat.system for s in OPENCODE_SYSTEM):
+        return None
+    return _opencode_request("kilo", chat, headers)
+
+
+register(AgentProfile("kilo", "chat", _recognize_kilo, _read_blob(OPENCODE_NOISE), render_opencode,
+                      harness_noise=OPENCODE_NOISE))
+
+
+# ----------------------------------------------------------------------------- Aider
+# Aider 0.86 (aider/history.py, ChatSummary.summarize_real, through --weak-model): system is
+# aider/prompts.py's `summarize`; the one user message is the head of the chat as
+# "# USER\n<text>\n# ASSISTANT\n<text>\n…" (user and assistant messages only; restored lines end
+# in markdown's two-space break). Aider keeps its newest messages itself and puts the summary
+# first, as the user's words: the reply is first-person prose ("I asked you…"), no headings,
+# no fenced code. Every other weak-model request (commit messages, …) is plain generation.
+
+AIDER_SYSTEM = "*Briefly* summarize this partial conversation about programming."
+AIDER_ENTRY_RE = re.compile(r"^# (USER|ASSISTANT)\n", re.M)
+AIDER_ROLES = {"USER": "user", "ASSISTANT": "assistant"}
+# aider/prompts.py `summary_prefix`: how Aider puts an earlier summary first in the chat.
+AIDER_SUMMARY_PREFIX = "I spoke to you previously about a number of things."
+
+
+def _recognize_aider(body: dict[str, Any], headers: dict[str, str]) -> AgentRequest | None:
+    chat = _chat(body)
+    if not chat.system.startswith(AIDER_SYSTEM) or chat.users != 1 or not AIDER_ENTRY_RE.match(chat.user):
+        return None
+    return AgentRequest("aider", "history", chat.user, None, session_key(headers))
+
+
+def _read_aider(req: AgentRequest, body: dict[str, Any]) -> Received:
+    """The "# USER / # ASSISTANT" head as chat messages. An earlier summary (Aider's or ours) is
+    the first user message, after AIDER_SUMMARY_PREFIX: the prior summary, never the user's words."""
+    text = req.conversation or ""
+    marks = list(AIDER_ENTRY_RE.finditer(text))
+    messages = []
+    for mark, nxt in zip(marks, [*marks[1:], None], strict=True):
+        content = text[mark.end(): nxt.start() if nxt else len(text)]
+        content = "\n".join(line.removesuffix("  ") for line in content.split("\n")).strip()
+        if content:
+            messages.append({"role": AIDER_ROLES[mark.group(1)], "content": content})
+    session = load_transcript(messages, format="openai")
+    first = session.messages[0] if session.messages else None
+    if first is None or first.role != "user" or not first.text.startswith(AIDER_SUMMARY_PREFIX):
+        return Received(session, None)
+    first.is_summary = True
+    prior = first.text.removeprefix(AIDER_SUMMARY_PREFIX).strip()
+    return Received(session, prior, session.model_copy(update={"messages": session.messages[1:]}))
+
+
+def _prose(lead: str, section: Section | None) -> str:
+    """A paragraph: the lead, then the section's bullets (their quotes and sub-items kept)."""
+    text = t.merged(section).body().strip()
+    return f"{lead}\n{text}" if text else ""
+
+
+def render_aider(sections: dict[str, Section], lang: str, kind: Kind = "history") -> str:
+    """First person, as the user telling the assistant (Aider's prompt asks so): Goal, the
+    user's constraints, the errors and context, files, progress, decisions, next steps; one
+    paragraph each, facts kept verbatim in backticks; no headings, no fenced code."""
+    goal_section = sections.get("Goal")
+    goal = goal_section.text.strip() if goal_section is not None else ""
+    parts = t.progress_parts(sections.get("Progress"))
+    paragraphs = [
+        f"I asked you: {goal}" if goal else "I asked you to help me with this project.",
+        _prose("I told you:", sections.get("Constraints & Preferences")),
+        _prose("What we ran into, verbatim:", sections.get("Critical Context")),
+        _prose("The files involved:", sections.get("Relevant Files")),
+        _prose("You did:", parts.get("done")),
+        _prose("Still in progress:", parts.get("in_progress")),
+        _prose("Blocked:", parts.get("blocked")),
+        _prose("We decided:", sections.get("Key Decisions")),
+        _prose("Next, you were going to:", sections.get("Next Steps")),
+    ]
+    return "\n\n".join(p for p in paragraphs if p).replace("```", "`") + "\n"
+
+
+register(AgentProfile("aider", "chat", _recognize_aider, _read_aider, render_aider, prior_match="contains"))
+
+
+# ----------------------------------------------------------------------------- Qwen Code
+# Qwen Code 0.24 (packages/core/src/services/chatCompressionService.ts, getCompressionPrompt;
+# through `compactionModel`): system is the compression prompt, then the structured history
+# (user, assistant with tool_calls, tool), then one user message asking for the snapshot. The
+# reply is `<state_snapshot>` with its 9 tags (an `<analysis>` block is optional: Qwen strips
+# it; none is sent). Qwen replaces the whole history with the reply; its next compaction sees
+# it as the first user message (prior_match "contains").
+
+QWEN_SYSTEM = "You are the component that summarizes a conversation when its context window is about to overflow."
+QWEN_PROMPT = "First, reason in your <analysis> block. Then, produce the <state_snapshot> XML."
+QWEN_FOCUS_RE = re.compile(r"\n\nAdditional Instructions:\n(.*)\Z", re.S)  # /compress <text>, PreCompact hooks
+SNAPSHOT_RE = re.compile(r"<state_snapshot>.*?</state_snapshot>", re.S)
+# What Qwen Code writes into user turns: skills and environment reminders, hook context.
+QWEN_NOISE = (Noise("system-reminder", tag("system-reminder")),
+              Noise("user-prompt-submit-context", tag("qwen:user-prompt-submit-context")))
+QWEN_TAGS = ("primary_request_and_intent", "key_technical_concepts", "files_and_code_sections", "errors_and_fixes",
+             "problem_solving", "all_user_messages", "pending_tasks", "current_work", "next_step")
+
+
+def _recognize_qwen(body: dict[str, Any], headers: dict[str, str]) -> AgentRequest | None:
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    if len(messages) < 2 or messages[0].get("role") != "system" or messages[-1].get("role") != "user":
+        return None
+    system = _text(messages[0])
+    if not system.startswith(QWEN_SYSTEM) or _text(messages[-1]).strip() != QWEN_PROMPT:
+        return None
+    focus = QWEN_FOCUS_RE.search(system)
+    return AgentRequest("qwen-code", "history", None, None, session_key(headers),
+                        focus.group(1).strip() if focus else None)
+
+
+def _read_qwen(req: AgentRequest, body: dict[str, Any]) -> Received:
+    history = [m for m in body.get("messages") or [] if isinstance(m, dict)][1:-1]
+    session = load_transcript(history, format="openai")
+    prior = None
+    for m in session.messages:
+        mark_harness_noise(m, QWEN_NOISE)
+        if m.role == "user" and SNAPSHOT_RE.search(m.text):
+            m.is_summary, prior = True, m.text
+    if prior is None:
+        return Received(session, None)
+    last = max(i for i, m in enumerate(session.messages) if m.is_summary)
+    return Received(session, prior, session.model_copy(update={"messages": session.messages[last + 1:]}))
+
+
+def render_qwen(sections: dict[str, Section], lang: str, kind: Kind = "history") -> str:
+    """`<state_snapshot>` with Qwen's 9 tags: primary_request_and_intent ← Goal;
+    key_technical_concepts ← Key Decisions; files_and_code_sections ← Relevant Files;
+    errors_and_fixes ← Critical Context; problem_solving ← Progress Done; all_user_messages ←
+    Constraints & Preferences (the user's words); pending_tasks ← Blocked; current_work ← In
+    Progress; next_step ← Next Steps. Bodies are compactd's text as is (Qwen reads the snapshot
+    as text, so an error line keeps its `<module>`), "(none)" when empty."""
+    by_key = t.progress_parts(sections.get("Progress"))
+    bodies = {
+        "primary_request_and_intent": t.goal(sections.get("Goal"), lang, bullet=False),
+        "key_technical_concepts": t.body(t.merged(sections.get("Key Decisions")), lang),
+        "files_and_code_sections": t.body(t.merged(sections.get("Relevant Files")), lang),
+        "errors_and_fixes": t.body(t.merged(sections.get("Critical Context")), lang),
+        "problem_solving": t.body(t.merged(by_key.get("done")), lang),
+        "all_user_messages": t.body(t.merged(sections.get("Constraints & Preferences")), lang),
+        "pending_tasks": t.body(t.merged(by_key.get("blocked")), lang),
+        "current_work": t.body(t.merged(by_key.get("in_progress")), lang),
+        "next_step": t.numbered(sections.get("Next Steps"), lang),
+    }
+    inner = "\n".join(f"<{tag_}>\n{bodies[tag_]}\n</{tag_}>" for tag_ in QWEN_TAGS)
+    return f"<state_snapshot>\n{inner}\n</state_snapshot>\n"
+
+
+register(AgentProfile("qwen-code", "chat", _recognize_qwen, _read_qwen, render_qwen, harness_noise=QWEN_NOISE,
+                      prior_match="contains"))
 
 
 # ----------------------------------------------------------------------------- Claude Code

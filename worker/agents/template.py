@@ -62,6 +62,12 @@ def progress(section: Section | None, headings: dict[str, str], marks: dict[str,
     return "\n\n".join(out)
 
 
+def progress_parts(section: Section | None) -> dict[str, Section]:
+    """Progress's Done / In Progress / Blocked blocks by key ("done", "in_progress", "blocked")."""
+    blocks_ = section.blocks if section is not None else []
+    return {key: Section(blocks=[replace(b, heading=None)]) for key, b in zip(PROGRESS_ORDER, blocks_, strict=False)}
+
+
 def document(sections: list[tuple[str, str]]) -> str:
     """The agent's markdown: each heading at level 2 over its body, a blank line between."""
     return "\n\n".join(f"## {heading}\n{text}" for heading, text in sections) + "\n"
@@ -76,4 +82,4 @@ def render(profile: AgentProfile, sections: dict[str, Section], lang: str, kind:
     return strip_message_ids(text, ids)
 
 
-__all__ = ["blocks", "body", "document", "goal", "merged", "numbered", "progress", "render"]
+__all__ = ["blocks", "body", "document", "goal", "merged", "numbered", "progress", "progress_parts", "render"]

@@ -55,6 +55,10 @@ DEFAULT_ONLY: dict[str, tuple[Any, ...]] = {
 # Sampling knobs that greedy decoding (temperature 0, compactd's default) makes irrelevant; at
 # a temperature above 0 the engine samples with its own settings, so they are refused there.
 GREEDY_ONLY = frozenset({"top_p", "seed"})
+# llama-server's `chat_template_kwargs`: extra variables for the chat template. Qwen Code sends
+# {"enable_thinking": false} with every request; the bundled templates have no thinking mode, so
+# that key asks for nothing they would do otherwise. Any other key is refused.
+TEMPLATE_KWARGS_IGNORED = frozenset({"enable_thinking"})
 
 STREAM_OPTIONS = frozenset({"include_usage", "include_obfuscation"})  # obfuscation: a no-op here
 TEXT_PART_TYPES = frozenset({"text"})  # content parts the model reads; images and audio are not
@@ -71,6 +75,12 @@ def check_parameters(extra: dict[str, Any], temperature: float, stream: bool,
     would not do. `extra` holds the body's fields outside ChatCompletionRequest's own."""
     for name, value in extra.items():
         if name in INFORMATIONAL:
+            continue
+        if name == "chat_template_kwargs":
+            unknown = set(value or {}) - TEMPLATE_KWARGS_IGNORED if isinstance(value, dict | None) else {"?"}
+            if unknown:
+                raise unsupported(name, f"chat_template_kwargs {sorted(unknown)} are not supported by compactd "
+                                        f"(only {sorted(TEMPLATE_KWARGS_IGNORED)}, which the bundled templates ignore)")
             continue
         if name in GREEDY_ONLY:
             if value is not None and temperature > 0:
