@@ -661,7 +661,7 @@ def run(quick: bool = False, out_dir: Path = RESULTS_DIR, use_model: bool = True
 # --- latency: how long each door makes its agent wait (--latency) --------------------------
 
 LATENCY_FRACTIONS = (1 / 3, 2 / 3, 1.0)  # each transcript cut at a third, two thirds, all of it
-LATENCY_DOORS = ("opencode", "pi_chat", "pi_extension", "codex")
+LATENCY_DOORS = ("opencode", "pi_chat", "pi_extension", "codex", "kilo", "qwen_code", "aider")
 REFINE_WAIT_S = 60.0
 # The background refinement's narrative (the answer path never calls the model).
 CANNED_NARRATIVE = json.dumps({"goal": "Carry on with the user's task",
@@ -731,6 +731,40 @@ def pi_chat_body(messages: list[dict[str, Any]], prior: str | None) -> dict[str,
     return body
 
 
+def kilo_body(messages: list[dict[str, Any]], prior: str | None) -> dict[str, Any]:
+    """opencode's request (Kilo's compaction.ts is opencode's) under Kilo's captured system prompt."""
+    body = opencode_body(messages, prior)
+    kilo = json.loads((REQUESTS / "kilo-compaction-request.json").read_text(encoding="utf-8"))["body"]
+    body["messages"][0] = kilo["messages"][0]
+    return body
+
+
+QWEN_RESUME = ("Resume the prior task using the summary above. Do not repeat or acknowledge the summary; "
+               "continue from where the work left off.")  # Qwen's words after the summary it keeps
+QWEN_ACK = "Got it. Thanks for the additional context!"
+
+
+def qwen_body(chat: list[dict[str, Any]], prior: str | None) -> dict[str, Any]:
+    """Qwen Code's captured request with this session's messages (after its kept summary)."""
+    body = json.loads((REQUESTS / "qwen-code-compaction-request.json").read_text(encoding="utf-8"))["body"]
+    kept = [{"role": "user", "content": f"{prior}\n\n{QWEN_RESUME}"}, {"role": "assistant", "content": QWEN_ACK}] \
+        if prior is not None else []
+    body["messages"] = [body["messages"][0], *kept, *chat, body["messages"][-1]]
+    return body
+
+
+def aider_body(chat: list[dict[str, Any]], prior: str | None) -> dict[str, Any]:
+    """Aider's captured summarize request with this session's user and assistant text as its
+    "# USER / # ASSISTANT" head (aider/history.py), an earlier summary first."""
+    from worker.agents.profiles import AIDER_SUMMARY_PREFIX
+
+    body = json.loads((REQUESTS / "aider-compaction-request.json").read_text(encoding="utf-8"))["body"]
+    entries = ([("USER", f"{AIDER_SUMMARY_PREFIX}\n{prior}"), ("ASSISTANT", "Ok.")] if prior is not None else []) + [
+        (m["role"].upper(), m["content"]) for m in chat if isinstance(m.get("content"), str) and m["content"]]
+    body["messages"][1]["content"] = "".join(f"# {role}\n{text.rstrip()}\n" for role, text in entries)
+    return body
+
+
 def _wait(check: Any, what: str) -> None:
     deadline = time.monotonic() + REFINE_WAIT_S
     while not check():
@@ -765,9 +799,18 @@ class Door:
             headers, body, cut = opencode_request(case)
             export = json.loads(case.fixture.read_text(encoding="utf-8"))
             self.items = export["messages"][: cut["records"]]
+        elif door == "kilo":
+            _headers, _body, cut = opencode_request(case)
+            self.items = json.loads(case.fixture.read_text(encoding="utf-8"))["messages"][: cut["records"]]
         elif door == "codex":
             self.headers, self.body, _cut = codex_request(case)
             self.items = self.body["input"][:-1]
+        elif door in ("qwen_code", "aider"):
+            from worker.formats import load
+
+            records, _session, _cut = pi_records(case)  # pi's session, as the structured chat it is
+            chat = load(records, format="pi").to_chat()
+            self.items = chat if door == "qwen_code" else [m for m in chat if m["role"] in ("user", "assistant")]
         else:
             records, _session, _cut = pi_records(case)
             self.items = records if door == "pi_extension" else [r["message"] for r in records]
@@ -780,6 +823,13 @@ class Door:
                                      headers={"x-session-id": session}))
         if self.door == "pi_chat":
             return _chat_text(c.post("/v1/chat/completions", json=pi_chat_body(items, prior)))
+        if self.door == "kilo":
+            return _chat_text(c.post("/v1/chat/completions", json=kilo_body(items, prior),
+                                     headers={"x-session-id": session}))
+        if self.door == "qwen_code":
+            return _chat_text(c.post("/v1/chat/completions", json=qwen_body(items, prior)))
+        if self.door == "aider":
+            return _chat_text(c.post("/v1/chat/completions", json={**aider_body(items, prior), "stream": True}))
         if self.door == "pi_extension":
             sid = f"pi-{session}"
             c.post(f"/v1/sessions/{sid}/messages", params={"format": "pi"}, json=items).raise_for_status()
@@ -833,7 +883,8 @@ def latency(repeats: int = 5, out_dir: Path = RESULTS_DIR, model: str | None = N
     try:
         with AgentApp(backend, True, lent=CannedBackend(backend), wait="instant") as app:
             for door in LATENCY_DOORS:
-                d = Door(door, cases["opencode" if door == "opencode" else "codex" if door == "codex" else "pi"])
+                d = Door(door, cases["opencode" if door in ("opencode", "kilo") else "codex" if door == "codex"
+                                     else "pi"])
                 for frac in LATENCY_FRACTIONS:
                     n = max(2, round(len(d.items) * frac))
                     for refined in (False, True):

@@ -252,3 +252,45 @@ def test_bad_input_is_one_line_and_exit_2(capsys, project, argv, needle):
     code, _, err = run(capsys, *argv)
     one_line_error(code, err, needle)
     assert not any(project.iterdir())
+
+
+# -- Kilo, Qwen Code, Aider ------------------------------------------------------------------
+
+
+def test_kilo_merges_like_opencode_into_kilo_json(capsys, project):
+    path = project / "kilo.json"
+    path.write_text(json.dumps({"model": "x/y", "provider": {"x": {"npm": "n"}}}))
+    config = json.loads(twice(capsys, path, "kilo", "--port", "7500"))
+    assert config["model"] == "x/y" and config["provider"]["x"] == {"npm": "n"}
+    assert config["$schema"] == "https://app.kilo.ai/config.json"
+    assert config["provider"]["compactd"]["options"]["baseURL"] == "http://127.0.0.1:7500/v1"
+    assert config["agent"]["compaction"]["model"] == "compactd/qwen2.5-coder-1.5b"
+    code, out, _ = run(capsys, "kilo", "--global")
+    assert code == 0 and str(project.parent / "xdg/kilo/kilo.json") in out
+
+
+def test_qwen_code_adds_its_provider_and_keeps_the_users(capsys, project):
+    path = project.parent / "home/.qwen/settings.json"
+    path.parent.mkdir(parents=True)
+    mine = {"id": "main", "baseUrl": "http://main/v1", "envKey": "K"}
+    path.write_text(json.dumps({"model": {"name": "main"}, "modelProviders": {"openai": [mine]}}))
+    settings = json.loads(twice(capsys, path, "qwen-code", "--global", "--port", "7500"))
+    assert settings["model"] == {"name": "main"} and settings["modelProviders"]["openai"][0] == mine
+    ours = settings["modelProviders"]["openai"][1]
+    assert ours["baseUrl"] == "http://127.0.0.1:7500/v1" and ours["id"] == "qwen2.5-coder-1.5b"
+    assert settings["compactionModel"] == "openai:qwen2.5-coder-1.5b"
+    path.write_text(json.dumps({"modelProviders": {"openai": {"not": "a list"}}}))
+    one_line_error(*run(capsys, "qwen-code", "--global")[::2], "not a list")
+
+
+def test_aider_adds_its_model_entry_and_keeps_the_users(capsys, project):
+    import yaml
+
+    path = project / ".aider.model.settings.yml"
+    assert run(capsys, "aider")[0] == 0 and "--weak-model" in path.read_text()  # the shipped file, commented
+    path.write_text("- name: openai/main\n  edit_format: diff\n")
+    entries = yaml.safe_load(twice(capsys, path, "aider", "--port", "7500"))
+    assert entries[0] == {"name": "openai/main", "edit_format": "diff"}
+    assert entries[1]["extra_params"]["api_base"] == "http://127.0.0.1:7500/v1"
+    path.write_text("- name: [unclosed\n")
+    one_line_error(*run(capsys, "aider")[::2], "not valid YAML")

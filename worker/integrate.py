@@ -13,6 +13,9 @@ changes nothing), and a file that cannot be read or parsed is refused, never ove
 | opencode | opencode.json | $XDG_CONFIG_HOME or ~/.config, opencode/opencode.json |
 | pi | .pi/extensions/compactd.ts | $PI_CODING_AGENT_DIR or ~/.pi/agent, extensions/compactd.ts |
 | codex | $CODEX_HOME or ~/.codex, config.toml (Codex reads providers from there only) | the same |
+| kilo | kilo.json | $XDG_CONFIG_HOME or ~/.config, kilo/kilo.json |
+| qwen-code | .qwen/settings.json | ~/.qwen/settings.json |
+| aider | .aider.model.settings.yml | ~/.aider.model.settings.yml |
 """
 
 from __future__ import annotations
@@ -29,10 +32,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-AGENTS = ("claude-code", "opencode", "pi", "codex")
+AGENTS = ("claude-code", "opencode", "pi", "codex", "kilo", "qwen-code", "aider")
 INTEGRATIONS = Path(__file__).resolve().parents[1] / "integrations"
 SHIPPED = {"claude-code": "claude-code/settings.json", "opencode": "opencode/opencode.json",
-           "pi": "pi/compactd.ts", "codex": "codex/config.toml"}
+           "pi": "pi/compactd.ts", "codex": "codex/config.toml", "kilo": "kilo/kilo.json",
+           "qwen-code": "qwen-code/settings.json", "aider": "aider/.aider.model.settings.yml"}
 # The command the shipped Claude Code settings name (compactd on PATH); integrate writes an absolute one.
 SHIPPED_HOOK_COMMAND = "compactd hook claude-code"
 # What marks a Claude Code hook as compactd's, whatever command an earlier integrate wrote.
@@ -108,7 +112,14 @@ def target(agent: str, project: Path, global_: bool, env: Mapping[str, str] = os
         return _home(env, "CODEX_HOME", ".codex") / "config.toml"
     if not global_:
         return project / {"claude-code": ".claude/settings.json", "opencode": "opencode.json",
-                          "pi": ".pi/extensions/compactd.ts"}[agent]
+                          "pi": ".pi/extensions/compactd.ts", "kilo": "kilo.json", "qwen-code": ".qwen/settings.json",
+                          "aider": ".aider.model.settings.yml"}[agent]
+    if agent == "kilo":
+        return _home(env, "XDG_CONFIG_HOME", ".config") / "kilo" / "kilo.json"
+    if agent == "qwen-code":
+        return Path(env.get("HOME") or Path.home()) / ".qwen" / "settings.json"
+    if agent == "aider":
+        return Path(env.get("HOME") or Path.home()) / ".aider.model.settings.yml"
     if agent == "claude-code":
         return _home(env, "CLAUDE_CONFIG_DIR", ".claude") / "settings.json"
     if agent == "opencode":
@@ -202,11 +213,11 @@ def _place_hook(groups: list[dict[str, Any]], matcher: str, hook: dict[str, Any]
 # -- opencode ------------------------------------------------------------------------------
 
 
-def plan_opencode(path: Path, url: str) -> Plan:
+def plan_opencode(path: Path, url: str, agent: str = "opencode") -> Plan:
     """provider.compactd (the shipped block, baseURL from `url`; an apiKey already there is
     kept) and agent.compaction.model set; `$schema` and compaction.auto added when absent.
-    Everything else stays."""
-    ours = json.loads(shipped("opencode"))
+    Everything else stays. Kilo (an opencode fork) reads the same keys from kilo.json."""
+    ours = json.loads(shipped(agent))
     ours["provider"]["compactd"]["options"]["baseURL"] = url + "/v1"
     old, text = _read_json(path)
     data = copy.deepcopy(old)
@@ -218,12 +229,12 @@ def plan_opencode(path: Path, url: str) -> Plan:
     if key:
         block["options"]["apiKey"] = key  # compactd serve --api-key: the user's key stays
     providers["compactd"] = block
-    agent = _object(data, "agent", path, '"agent"')
-    _object(agent, "compaction", path, '"agent.compaction"').update(ours["agent"]["compaction"])
+    agents = _object(data, "agent", path, '"agent"')
+    _object(agents, "compaction", path, '"agent.compaction"').update(ours["agent"]["compaction"])
     compaction = _object(data, "compaction", path, '"compaction"')
     for k, v in ours["compaction"].items():
         compaction.setdefault(k, v)
-    return _json_plan("opencode", path, old, data, text)
+    return _json_plan(agent, path, old, data, text)
 
 
 def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -231,6 +242,62 @@ def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     for k, v in over.items():
         out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
     return out
+
+
+# -- Qwen Code -----------------------------------------------------------------------------
+
+
+def plan_qwen_code(path: Path, url: str) -> Plan:
+    """compactd's entry in modelProviders.openai (matched by its id, baseUrl from `url`; the
+    user's other providers and entries stay) and compactionModel pointing at it."""
+    ours = json.loads(shipped("qwen-code"))
+    entry = copy.deepcopy(ours["modelProviders"]["openai"][0])
+    entry["baseUrl"] = url + "/v1"
+    old, text = _read_json(path)
+    data = copy.deepcopy(old)
+    providers = _object(data, "modelProviders", path, '"modelProviders"')
+    openai = providers.setdefault("openai", [])
+    if not isinstance(openai, list):
+        raise IntegrateError(f'{path}: "modelProviders.openai" is not a list: not changed')
+    mine = next((i for i, e in enumerate(openai) if isinstance(e, dict) and e.get("id") == entry["id"]), None)
+    if mine is None:
+        openai.append(entry)
+    else:
+        openai[mine] = _deep_merge(openai[mine], entry)
+    data["compactionModel"] = ours["compactionModel"]
+    return _json_plan("qwen-code", path, old, data, text)
+
+
+# -- Aider ---------------------------------------------------------------------------------
+
+
+def plan_aider(path: Path, url: str) -> Plan:
+    """compactd's model entry in .aider.model.settings.yml (matched by name, api_base from
+    `url`); the user's other model entries stay. Aider names its weak model on the command line
+    or in .aider.conf.yml (`weak-model:`), which stays the user's."""
+    import yaml
+
+    shipped_text = shipped("aider")
+    ours = yaml.safe_load(shipped_text)[0]
+    ours["extra_params"]["api_base"] = url + "/v1"
+    text = _read(path)
+    try:
+        old = yaml.safe_load(text) if text and text.strip() else []
+    except yaml.YAMLError as exc:
+        raise IntegrateError(f"{path} is not valid YAML ({str(exc).splitlines()[0]}): not changed") from None
+    if not isinstance(old, list):
+        raise IntegrateError(f"{path} does not hold a YAML list of model settings: not changed")
+    data = copy.deepcopy(old)
+    mine = next((i for i, e in enumerate(data) if isinstance(e, dict) and e.get("name") == ours["name"]), None)
+    if mine is None:
+        data.append(ours)
+    else:
+        data[mine] = _deep_merge(data[mine], ours)
+    if text is not None and data == old:
+        return Plan("aider", path, text, changed=False)
+    if not old:  # a new file: the shipped one, with its comment
+        return Plan("aider", path, shipped_text.replace("http://127.0.0.1:7433/v1", url + "/v1"), changed=True)
+    return Plan("aider", path, yaml.safe_dump(data, sort_keys=False, allow_unicode=True), changed=True)
 
 
 # -- pi ------------------------------------------------------------------------------------
@@ -411,6 +478,12 @@ def plan(agent: str, url: str, *, project: Path, global_: bool = False, codex: C
         return plan_opencode(path, url)
     if agent == "pi":
         return plan_pi(path, url)
+    if agent == "kilo":
+        return plan_opencode(path, url, "kilo")
+    if agent == "qwen-code":
+        return plan_qwen_code(path, url)
+    if agent == "aider":
+        return plan_aider(path, url)
     return plan_codex(path, url, codex or CodexOptions())
 
 
@@ -432,6 +505,9 @@ WHAT = {
     "opencode": "provider compactd at {url}/v1 as opencode's compaction model",
     "pi": "pi extension handing pi's compaction to {url}",
     "codex": "model provider compactd at {url}/v1; run `compactd serve --upstream URL`",
+    "kilo": "provider compactd at {url}/v1 as Kilo's compaction model",
+    "qwen-code": "model provider compactd at {url}/v1 as Qwen Code's compactionModel (set COMPACTD_API_KEY)",
+    "aider": "model openai/qwen2.5-coder-1.5b at {url}/v1: run aider with --weak-model openai/qwen2.5-coder-1.5b",
 }
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tests.integrations import more_agents as m
 from tests.integrations.agent_stub import AgentStub
-from tests.integrations.agents import GEMINI_CLI, KILO, QWEN_CODE, install, install_aider
+from tests.integrations.agents import GEMINI_CLI, KILO, QWEN_CODE, install, install_aider, integrate
 
 QWEN_TAGS = ("primary_request_and_intent", "key_technical_concepts", "files_and_code_sections", "errors_and_fixes",
              "problem_solving", "all_user_messages", "pending_tasks", "current_work", "next_step")
@@ -48,16 +48,19 @@ def capture(agent: str, out: Path) -> None:
                          )
         with stub:
             if agent == "kilo":
-                (work / "kilo.json").write_text(json.dumps(m.kilo_config(stub.url, compaction.base), indent=1))
+                (work / "kilo.json").write_text(json.dumps(m.kilo_config(stub.url), indent=1))
+                integrate("kilo", work, "--url", compaction.base)
                 runs = m.kilo_turns(install(KILO), work, m.kilo_env(home, work))
             elif agent == "qwen-code":
-                env = m.qwen_env(home, work, m.qwen_settings(stub.url, compaction.base))
+                env = m.qwen_env(home, work, m.qwen_settings(stub.url))
+                integrate("qwen-code", work, "--global", "--url", compaction.base, env={"HOME": str(home)})
                 runs = m.qwen_turns(install(QWEN_CODE), work, env)
             elif agent == "gemini":
                 runs = m.gemini_turns(install(GEMINI_CLI), work, m.gemini_env(home, work, stub.base))
             else:
                 exe = install_aider()
-                m.aider_files(work, compaction.base)
+                m.aider_files(work)
+                integrate("aider", work, "--url", compaction.base)
                 env = m.aider_env(home, work, stub.url)
                 runs = m.aider_turns(exe, work, env)
                 # A commit: the weak model writes its message.

@@ -66,7 +66,8 @@ KILO_OUTPUT = 2_000
 KILO_INFLATED = KILO_CONTEXT - 100  # over context - output - reserved: Kilo compacts before the next turn
 
 
-def kilo_config(main_url: str, compactd_url: str) -> dict[str, Any]:
+def kilo_config(main_url: str) -> dict[str, Any]:
+    """The project's kilo.json before `compactd integrate kilo`: the user's main model and choices."""
     return {
         "$schema": "https://app.kilo.ai/config.json",
         "provider": {
@@ -74,14 +75,9 @@ def kilo_config(main_url: str, compactd_url: str) -> dict[str, Any]:
                          "options": {"baseURL": main_url, "apiKey": "none"},
                          "models": {"main-model": {"name": "stub", "tool_call": True,
                                                    "limit": {"context": KILO_CONTEXT, "output": KILO_OUTPUT}}}},
-            "compactd": {"npm": "@ai-sdk/openai-compatible", "name": "compactd",
-                         "options": {"baseURL": compactd_url + "/v1", "apiKey": "none"},
-                         "models": {COMPACTD_MODEL: {"name": "compactd", "limit": {"context": 1_000_000,
-                                                                                  "output": 4096}}}},
         },
         "model": "mainstub/main-model",
         "small_model": "mainstub/main-model",
-        "agent": {"compaction": {"model": f"compactd/{COMPACTD_MODEL}"}},
         "compaction": {"auto": True, "tail_turns": 0},
         "permission": {"bash": "allow", "edit": "allow"},
         "autoupdate": False,
@@ -107,18 +103,15 @@ QWEN_WINDOW = 128_000  # auto compaction at min(0.85 W, W - 33000) = 95000 repor
 QWEN_INFLATED = 100_000
 
 
-def qwen_settings(main_url: str, compactd_url: str) -> dict[str, Any]:
+def qwen_settings(main_url: str) -> dict[str, Any]:
+    """~/.qwen/settings.json before `compactd integrate qwen-code --global`: the user's main model."""
     return {
         "security": {"auth": {"selectedType": "openai"}, "folderTrust": {"enabled": False}},
         "model": {"name": "main-model"},
         "modelProviders": {"openai": [
             {"id": "main-model", "name": "main (stub)", "baseUrl": main_url, "envKey": "MAIN_API_KEY",
              "generationConfig": {"contextWindowSize": QWEN_WINDOW}},
-            # A large window: below input + 20000 Qwen silently compacts on the main model instead.
-            {"id": COMPACTD_MODEL, "name": "compactd", "baseUrl": compactd_url + "/v1", "envKey": "COMPACTD_API_KEY",
-             "generationConfig": {"contextWindowSize": 1_000_000}},
         ]},
-        "compactionModel": f"openai:{COMPACTD_MODEL}",
         "privacy": {"usageStatisticsEnabled": False},
         "telemetry": {"enabled": False},
         "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
@@ -175,10 +168,9 @@ AIDER_MAIN = "openai/main-model"
 AIDER_WEAK = f"openai/{COMPACTD_MODEL}"
 
 
-def aider_files(work: Path, compactd_url: str) -> None:
-    """The weak model's server, and both models' limits (litellm knows neither name)."""
-    (work / ".aider.model.settings.yml").write_text(
-        f"- name: {AIDER_WEAK}\n  extra_params:\n    api_base: {compactd_url}/v1\n    api_key: none\n")
+def aider_files(work: Path) -> None:
+    """Both models' limits (litellm knows neither name), as Aider's docs say to give them; the
+    weak model's server is `compactd integrate aider`'s."""
     limits = {"max_input_tokens": 32000, "max_output_tokens": 4096, "input_cost_per_token": 0,
               "output_cost_per_token": 0, "litellm_provider": "openai", "mode": "chat"}
     (work / ".aider.model.metadata.json").write_text(json.dumps({AIDER_MAIN: limits, AIDER_WEAK: limits}, indent=1))

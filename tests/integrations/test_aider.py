@@ -19,7 +19,7 @@ import pytest
 
 from tests.integrations import more_agents as m
 from tests.integrations.agent_stub import AgentStub, is_compaction
-from tests.integrations.agents import install_aider
+from tests.integrations.agents import install_aider, integrate
 
 pytestmark = pytest.mark.model
 
@@ -30,7 +30,8 @@ def test_aider_carries_compactds_summary(compactd_url, tmp_path):
     exe = install_aider()
     work = m.project(tmp_path)
     with AgentStub(m.COMMAND) as stub:
-        m.aider_files(work, compactd_url)
+        m.aider_files(work)
+        integrate("aider", work, "--url", compactd_url)  # README: the weak model's server
         runs = m.aider_turns(exe, work, m.aider_env(tmp_path / "home", work, stub.url))
         bodies = stub.bodies()
     log = "\n".join(f"rc={r.returncode}\nstdout={r.stdout[-2500:]}\nstderr={r.stderr[-2500:]}" for r in runs)

@@ -17,7 +17,7 @@ import pytest
 
 from tests.integrations import more_agents as m
 from tests.integrations.agent_stub import AgentStub, is_compaction
-from tests.integrations.agents import KILO, install
+from tests.integrations.agents import KILO, install, integrate
 
 pytestmark = pytest.mark.model
 
@@ -30,7 +30,8 @@ def test_kilo_carries_compactds_summary(compactd_url, tmp_path):
     exe = install(KILO)
     work = m.project(tmp_path)
     with AgentStub(m.COMMAND, inflate_once=m.KILO_INFLATED) as stub:
-        (work / "kilo.json").write_text(json.dumps(m.kilo_config(stub.url, compactd_url), indent=1))
+        (work / "kilo.json").write_text(json.dumps(m.kilo_config(stub.url), indent=1))
+        integrate("kilo", work, "--url", compactd_url)  # README: compactd's provider merged in
         runs = m.kilo_turns(exe, work, m.kilo_env(tmp_path / "home", work))
         bodies = stub.bodies()
     log = "\n".join(f"rc={r.returncode}\nstdout={r.stdout[-1500:]}\nstderr={r.stderr[-2500:]}" for r in runs)

@@ -18,7 +18,7 @@ import pytest
 
 from tests.integrations import more_agents as m
 from tests.integrations.agent_stub import AgentStub, is_compaction
-from tests.integrations.agents import QWEN_CODE, install
+from tests.integrations.agents import QWEN_CODE, install, integrate
 
 pytestmark = pytest.mark.model
 
@@ -31,7 +31,9 @@ def test_qwen_code_carries_compactds_summary(compactd_url, tmp_path):
     exe = install(QWEN_CODE)
     work = m.project(tmp_path)
     with AgentStub(m.COMMAND, inflate_once=m.QWEN_INFLATED) as stub:
-        env = m.qwen_env(tmp_path / "home", work, m.qwen_settings(stub.url, compactd_url))
+        env = m.qwen_env(tmp_path / "home", work, m.qwen_settings(stub.url))
+        # README: merged into the settings file that holds the user's providers.
+        integrate("qwen-code", work, "--global", "--url", compactd_url, env={"HOME": str(tmp_path / "home")})
         runs = m.qwen_turns(exe, work, env)
         bodies = stub.bodies()
     log = "\n".join(f"rc={r.returncode}\nstdout={r.stdout[-1500:]}\nstderr={r.stderr[-2500:]}" for r in runs)
