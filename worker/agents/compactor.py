@@ -143,9 +143,7 @@ class AgentCompactor:
         preset = profile.preset
         config = CompactionConfig(
             context_limit=preset.context_limit or context_limit, use_model=wait == "model", priority=priority,
-            summary_max_tokens=min(SUMMARY_MAX_TOKENS, max_tokens or SUMMARY_MAX_TOKENS),
-            verbatim_tail=preset.verbatim_tail, reference_prefix=preset.reference_prefix,
-            loop_guard=preset.loop_guard,
+            summary_max_tokens=min(SUMMARY_MAX_TOKENS, max_tokens or SUMMARY_MAX_TOKENS), **preset.options(),
         )
         result = compact(session, backend, config, previous=previous, counter=counter)
         checkpoint = result.checkpoint

@@ -88,6 +88,12 @@ class Preset:
     loop_guard: bool = False
     context_limit: int | None = AGENT_CONTEXT_LIMIT  # None: the service's configured limit
 
+    def options(self) -> dict[str, bool]:
+        """The CompactionConfig fields it sets (the summary cites no message id either: the
+        agent's model cannot look one up)."""
+        return {"verbatim_tail": self.verbatim_tail, "reference_prefix": self.reference_prefix,
+                "loop_guard": self.loop_guard, "cite_ids": False}
+
 
 AGENT_KEEPS_TAIL = Preset()
 

@@ -346,11 +346,10 @@ class CompactdService:
         version, committed = self.committed(session_id)
         st = self.state(session_id)
         ids = {m.id for m in session.messages}
-        # keep_tail False: the agent keeps its own tail (pi); no tail, no prefix, its trigger is the
-        # guard, and the summary cites no message id (the agent's model cannot look one up).
+        # keep_tail False: the agent keeps its own tail (pi's extension): the agents' preset.
         # keep_tail True: a client asked (explicit): no loop guard, never larger than what the agent holds.
-        agent_tail = {"verbatim_tail": keep_tail, "reference_prefix": keep_tail, "loop_guard": False,
-                      "explicit": keep_tail, "cite_ids": keep_tail}
+        agent_tail = ({"verbatim_tail": True, "reference_prefix": True, "loop_guard": False, "cite_ids": True}
+                      if keep_tail else profiles.AGENT_KEEPS_TAIL.options()) | {"explicit": keep_tail}
         rolling = st.rolling if (st.rolling is not None and st.rolling_base == version
                                  and st.rolling.boundary_message_id in ids) else None
         if rolling is not None:
