@@ -105,17 +105,22 @@ def test_opencode_versions_are_recognized(v, prior):
 def test_pi_versions(v):
     p = v["prompts"]
     raw = [{"role": "user", "content": "Read foo.py and fix the bug."}, {"role": "assistant", "content": "Done."}]
-    if v["layout"] == "pi-raw":  # 0.30 and before: no system prompt, no blob; plain generation
-        assert recognize(raw + chat(None, p["history"]), {}) is None
-        assert recognize(raw + chat(None, p["turn_prefix"]), {}) is None
+    if v["layout"] == "pi-raw":  # 0.30 and before: no system prompt, no blob, the messages themselves
+        for prompt, kind in ((p["history"], "history"), (p["turn_prefix"], "turn_prefix")):
+            req = recognize(raw + chat(None, prompt + "\n\nAdditional focus: the tests"), {})
+            assert req is not None and (req.agent, req.kind, req.conversation, req.focus) == \
+                ("pi", kind, None, "the tests")
+            body = {"messages": raw + chat(None, prompt)}
+            session = profiles.get("pi").read(req, body).session
+            assert [m.text for m in session.messages] == ["Read foo.py and fix the bug.", "Done."]  # no prompt
         return
     for prior, focus in ((None, None), (SUMMARY, None), (None, "the tests")):
         req = recognize(chat(p["system"], pi_user(p, prior, focus)), {})
         assert req is not None and (req.agent, req.kind) == ("pi", "history")
         assert (req.conversation, req.prior_summary, req.focus) == (ENTRIES, prior, focus)
     turn = recognize(raw + chat(None, p["turn_prefix"]), {})  # 0.45 and before: the turn's own messages
-    if v["layout"] == "pi-raw-turn-prefix":
-        assert turn is None  # not recognized (no system prompt, no blob): plain generation
+    if v["layout"] == "pi-raw-turn-prefix":  # the turn's own messages, then the prompt alone
+        assert turn is not None and (turn.agent, turn.kind, turn.conversation) == ("pi", "turn_prefix", None)
     else:
         req = recognize(chat(p["system"], f"<conversation>\n{ENTRIES}\n</conversation>\n\n{p['turn_prefix']}"), {})
         assert req is not None and (req.agent, req.kind, req.conversation) == ("pi", "turn_prefix", ENTRIES)

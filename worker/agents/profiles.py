@@ -244,10 +244,13 @@ register(AgentProfile("opencode", "chat", _recognize_opencode, _read_blob(OPENCO
 
 
 # ----------------------------------------------------------------------------- pi
-# packages/coding-agent/src/core/compaction/ (0.73.1): the summarization system prompt, the one
-# user message wraps the serialized history in <conversation>; an update carries the last
+# packages/coding-agent/src/core/compaction/ (0.46-0.73.1): the summarization system prompt, the
+# one user message wraps the serialized history in <conversation>; an update carries the last
 # summary in <previous-summary>; a split turn's prefix is its own request; `/compact <text>`
-# appends "Additional focus: <text>".
+# appends "Additional focus: <text>". Before 0.46 (tests/fixtures/agents/drift/): no system
+# prompt and no blob, the conversation's own messages followed by one user message holding the
+# prompt: the CONTEXT CHECKPOINT COMPACTION prompt (history, 0.17-0.30), its split-turn variant,
+# or (0.31-0.45) the turn-prefix prompt alone.
 
 PI_SYSTEM = "You are a context summarization assistant."
 PI_TURN_PREFIX = "This is the PREFIX of a turn that was too large to keep."
@@ -258,10 +261,42 @@ PI_CHECKBOX = {"done": "[x] ", "in_progress": "[ ] ", "blocked": ""}
 PI_NOISE = (*pi_format.HARNESS_NOISE, ATTACHED_NOISE)
 
 
+PI_RAW_HISTORY = "You are performing a CONTEXT CHECKPOINT COMPACTION."
+PI_RAW_TURN_PREFIXES = ("You are performing a CONTEXT CHECKPOINT COMPACTION for a split turn.", PI_TURN_PREFIX)
+
+
+def _recognize_pi_raw(body: dict[str, Any], headers: dict[str, str]) -> AgentRequest | None:
+    """pi before 0.46: no system message, the conversation's messages, then pi's prompt."""
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    if len(messages) < 2 or messages[-1].get("role") != "user":
+        return None
+    if any(m.get("role") in ("system", "developer") for m in messages):
+        return None
+    prompt = _text(messages[-1]).lstrip()
+    if prompt.startswith(PI_RAW_TURN_PREFIXES):
+        kind: Kind = "turn_prefix"
+    elif prompt.startswith(PI_RAW_HISTORY):
+        kind = "history"
+    else:
+        return None
+    focus = PI_FOCUS_RE.search(prompt)
+    return AgentRequest("pi", kind, None, None, session_key(headers), focus.group(1).strip() if focus else None)
+
+
+def _read_pi(req: AgentRequest, body: dict[str, Any]) -> Received:
+    if req.conversation is not None:
+        return _read_blob(PI_NOISE)(req, body)
+    history = [m for m in body.get("messages") or [] if isinstance(m, dict)][:-1]  # less pi's prompt
+    session = load_transcript(history, format="openai")
+    for m in session.messages:
+        mark_harness_noise(m, PI_NOISE)
+    return Received(session, None)
+
+
 def _recognize_pi(body: dict[str, Any], headers: dict[str, str]) -> AgentRequest | None:
     chat = _chat(body)
     if chat.blob is None or chat.users != 1 or not chat.system.startswith(PI_SYSTEM):
-        return None
+        return _recognize_pi_raw(body, headers)
     turn_prefix = PI_TURN_PREFIX in chat.user[chat.blob.end():]
     prior = PI_PRIOR_RE.search(chat.user, chat.blob.end())
     focus = PI_FOCUS_RE.search(chat.user)
@@ -295,7 +330,7 @@ def render_pi(sections: dict[str, Section], lang: str, kind: Kind = "history") -
     ])
 
 
-register(AgentProfile("pi", "chat", _recognize_pi, _read_blob(PI_NOISE), render_pi, harness_noise=PI_NOISE))
+register(AgentProfile("pi", "chat", _recognize_pi, _read_pi, render_pi, harness_noise=PI_NOISE))
 
 
 # ----------------------------------------------------------------------------- Codex
