@@ -303,7 +303,26 @@ def opencode_path(app: AgentApp, case: RealCase, facts: list[Any]) -> tuple[dict
     req = profiles.recognize(body, headers)
     received = profiles.get(req.agent).read(req, body).session
     path["ledger"] = ledger_check(ledger_text(received), text, facts)
-    return {"chat_completions": path}, cut
+    export = json.loads(case.fixture.read_text(encoding="utf-8"))
+    kilo = wire_path(app, kilo_body(export["messages"][: cut["records"]], None), facts, received,
+                     "Kilo's request: opencode's blob under Kilo's own system prompt")
+    return {"chat_completions": path, "kilo_chat": kilo}, cut
+
+
+def wire_path(app: AgentApp, body: dict[str, Any], facts: list[Any], received: Any, saw: str) -> dict[str, Any]:
+    """The same conversation in another agent's wire shape (Kilo, Qwen Code, Aider) on
+    /v1/chat/completions, streamed: its reply scored on the same facts."""
+    t0 = time.perf_counter()
+    generations = app.backend.generations
+    resp = app.client.post("/v1/chat/completions", json={**body, "stream": True})
+    text = _chat_text(resp)
+    chunks = sse_events(resp.text)
+    path = {"text": text, "wall_s": round(time.perf_counter() - t0, 2),
+            "compactd": next((c["compactd"] for c in chunks if c.get("compactd")), {}),
+            "generations": app.backend.generations - generations, "request_chars": len(json.dumps(body)), "saw": saw}
+    path["score"] = score_text(text, facts)
+    path["ledger"] = ledger_check(ledger_text(received), text, facts)
+    return path
 
 
 # --- Codex: the /v1/responses compaction request -------------------------------------------
@@ -394,8 +413,14 @@ def pi_path(app: AgentApp, case: RealCase, facts: list[Any]) -> tuple[dict[str, 
     path["score"] = score_text(text, facts)
     from worker.formats import load
 
-    path["ledger"] = ledger_check(ledger_text(load(records, format="pi")), text, facts)
-    return {"session_compact": path}, cut
+    session_read = load(records, format="pi")
+    path["ledger"] = ledger_check(ledger_text(session_read), text, facts)
+    chat = session_read.to_chat()
+    qwen = wire_path(app, qwen_body(chat, None), facts, session_read,
+                     "Qwen Code's request: the session as structured messages, its compression prompt")
+    aider = wire_path(app, aider_body([m for m in chat if m["role"] in ("user", "assistant")], None), facts,
+                      session_read, "Aider's request: the user and assistant text as its # USER / # ASSISTANT head")
+    return {"session_compact": path, "qwen_code_chat": qwen, "aider_chat": aider}, cut
 
 
 # --- the app -------------------------------------------------------------------------------
