@@ -54,7 +54,7 @@ def capture(agent: str, out: Path) -> None:
                 env = m.qwen_env(home, work, m.qwen_settings(stub.url, compaction.base))
                 runs = m.qwen_turns(install(QWEN_CODE), work, env)
             elif agent == "gemini":
-                runs = m.gemini_turns(install(GEMINI_CLI), work, m.gemini_env(home, work, stub.base))
+                runs = m.gemini_turns(install(GEMINI_CLI), work, m.gemini_env(home, work, stub.base, alias=m.GEMINI_COMPACTION))
             else:
                 exe = install_aider()
                 m.aider_files(work, compaction.base)
