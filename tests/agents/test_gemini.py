@@ -337,3 +337,27 @@ def test_count_tokens_uses_compactds_tokenizer_without_an_upstream():
     assert r.status_code == 200 and r.json() == {"totalTokens": expected} and expected > 0
     assert wrapped.json() == {"totalTokens": expected}
     assert bad.status_code == 400 and bad.json()["error"]["status"] == "INVALID_ARGUMENT"
+
+
+def test_a_second_compaction_over_our_snapshot_is_an_update(slow):
+    """Gemini's next compaction carries our snapshot as its first user content and asks with
+    "A previous <state_snapshot> exists": compactd continues the session it answered."""
+    from worker.agents.compactor import _fingerprint
+
+    request = captured("compaction-request")
+    with client_for(slow) as client:
+        ready(client)
+        first = text_of(client.post(request["path"], json=request["body"]).json())
+        later = captured("after-compaction")["body"]
+        contents = [c for c in later["contents"] if isinstance(c, dict)]
+        contents[0]["parts"][1] = {"text": first}  # what Gemini stored: our reply, verbatim
+        ask = {"role": "user", "parts": [{"text": "A previous <state_snapshot> exists in the history. You MUST "
+                                                  "integrate all still-relevant information.\n\nFirst, reason in "
+                                                  "your scratchpad. Then, generate the updated <state_snapshot>."}]}
+        body = {**request["body"], "contents": [*contents, ask]}
+        r = client.post(request["path"], json=body)
+        assert r.status_code == 200, r.text
+        second = text_of(r.json())
+        state = client.app.state.service.agents.state_of(_fingerprint(second))
+    assert state is not None and state.checkpoint.audit.mode == "agent:gemini-cli:update"
+    assert f"`{ERROR_LINE}`" in second and second.count("<state_snapshot>") == 1
