@@ -409,9 +409,12 @@ LISTENING = "compactd: listening on"
 
 
 def startup_note(settings: Settings) -> str:
-    """`serve`'s start-up line on stderr: the model loading, and --upstream when set."""
+    """`serve`'s start-up line on stderr: the model loading, and --upstream / --gemini-upstream when set."""
     upstream = (f"; every other /v1/responses request goes to --upstream {_without_userinfo(settings.upstream)}"
                 if settings.upstream else "")
+    if settings.gemini_upstream:
+        upstream += (f"; every other /v1beta request goes to --gemini-upstream "
+                     f"{_without_userinfo(settings.gemini_upstream)}")
     return f"compactd: the model loads in the background; GET /health turns 200 when ready{upstream}"
 
 

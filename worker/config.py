@@ -91,9 +91,13 @@ class Settings(BaseSettings):
                                   description="seconds a connection has to send its request line and headers")
     upstream: str | None = Field(None, description="Responses API base URL (e.g. https://api.openai.com/v1) that "
                                                     "/v1/responses forwards every non-compaction request to")
+    gemini_upstream: str | None = Field(None, description="Gemini API base URL (what GOOGLE_GEMINI_BASE_URL would "
+                                                           "be, e.g. https://generativelanguage.googleapis.com) that "
+                                                           "/v1beta/ forwards every request but Gemini CLI's "
+                                                           "compaction to")
     rolling: bool = Field(True, description="background rolling summaries")
     agent_wait: AgentWait = Field("instant", description="how an agent's compaction request (chat completions, "
-                                                         "Codex's /v1/responses) waits: instant answers with the "
+                                                         "Codex's /v1/responses, Gemini's /v1beta) waits: instant answers with the "
                                                          "deterministic checkpoint and refines the narrative in the "
                                                          "background; model waits for the model's narrative")
     log_level: LogLevel = Field("info", description="server log level")
@@ -103,12 +107,13 @@ class Settings(BaseSettings):
     def _zero_is_unset(cls, value: Any) -> Any:
         return None if value in (0, "0", "") else value  # COMPACTD_CTX=0 meant "the default"
 
-    @field_validator("api_key", "model", "engine_url", "db", "data_dir", "upstream", mode="before")
+    @field_validator("api_key", "model", "engine_url", "db", "data_dir", "upstream", "gemini_upstream",
+                     mode="before")
     @classmethod
     def _empty_is_unset(cls, value: Any) -> Any:
         return None if value == "" else value  # an empty COMPACTD_API_KEY is no key
 
-    @field_validator("upstream")
+    @field_validator("upstream", "gemini_upstream")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
         if value is not None and not value.startswith(("http://", "https://")):

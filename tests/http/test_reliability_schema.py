@@ -1,6 +1,8 @@
 """The served OpenAPI spec, fuzzed with schemathesis (issue 7.1): valid and invalid requests for
 every operation against a real uvicorn on 127.0.0.1 (the fake deterministic backend): no 5xx,
-and every error in the documented `{"error": {"code", "message", "param", "type"}}` shape.
+and every error in the documented `{"error": {"code", "message", "param", "type"}}` shape; under
+`/v1beta/` (Gemini CLI's endpoints) in Gemini's `{"error": {"code", "message", "status"}}`, its
+`code` the HTTP status.
 
 Session operations run twice: with generated ids (404s) and with the id of a seeded session
 that holds a transcript and a checkpoint, so their success paths are fuzzed too.
@@ -11,6 +13,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -31,13 +34,22 @@ SEEDED = "seeded"
 REQUEST_TIMEOUT_S = 60  # a hung request fails the test instead of stalling it
 
 
+GEMINI_PREFIX = "/v1beta/"
+
+
 def error_shaped(response: requests.Response) -> bool:
     try:
         body = response.json()
     except ValueError:
         return False
-    return (isinstance(body, dict) and set(body) == {"error"} and isinstance(body["error"], dict)
-            and set(body["error"]) == {"code", "message", "param", "type"} and bool(body["error"]["message"]))
+    if not (isinstance(body, dict) and set(body) == {"error"} and isinstance(body["error"], dict)
+            and bool(body["error"].get("message"))):
+        return False
+    if urlsplit(response.request.url).path.startswith(GEMINI_PREFIX):
+        error = body["error"]
+        return (set(error) == {"code", "message", "status"} and error["code"] == response.status_code
+                and isinstance(error["status"], str) and error["status"].isupper())
+    return set(body["error"]) == {"code", "message", "param", "type"}
 
 
 def run_cases(strategy: Any, label: str, base_url: str, http: requests.Session, statuses: Counter[str],
@@ -86,6 +98,8 @@ def test_openapi_fuzz_no_5xx_and_every_error_in_shape():
     finally:
         backend.close()
     cases = sum(statuses.values())
+    gemini = [op for op in operations if op.path.startswith(GEMINI_PREFIX)]
+    assert len(gemini) == 3, [op.path for op in operations]  # generateContent, streamGenerateContent, countTokens
     record("schemathesis", {"operations": len(operations), "cases": cases, "statuses": dict(statuses),
                             "failures": len(failures), "seconds": round(seconds, 1),
                             "no_negative_cases": len(skipped)})

@@ -56,7 +56,7 @@ def capture(agent: str, out: Path) -> None:
                 integrate("qwen-code", work, "--global", "--url", compaction.base, env={"HOME": str(home)})
                 runs = m.qwen_turns(install(QWEN_CODE), work, env)
             elif agent == "gemini":
-                runs = m.gemini_turns(install(GEMINI_CLI), work, m.gemini_env(home, work, stub.base))
+                runs = m.gemini_turns(install(GEMINI_CLI), work, m.gemini_env(home, work, stub.base, alias=m.GEMINI_COMPACTION))
             else:
                 exe = install_aider()
                 m.aider_files(work)

@@ -130,28 +130,35 @@ def qwen_turns(exe: Path, work: Path, env: dict[str, str]) -> list[subprocess.Co
     return [run([str(exe), "--yolo", PROMPT], work, env), run([str(exe), "--yolo", "--continue", AGAIN], work, env)]
 
 
-# -- Gemini CLI 0.61.0: the Gemini API only; compaction by model alias on the same base URL ---
+# -- Gemini CLI 0.61.0: the Gemini API only, one base URL (GOOGLE_GEMINI_BASE_URL) for all --------
+# README's set-up: the base URL is compactd's, compactd forwards every non-compaction request to
+# its --gemini-upstream (here the stub) and answers the compaction, recognized by its structure
+# under whatever model or `chat-compression-*` alias it names.
 
 GEMINI_MAIN = "gemini-2.5-flash"
-GEMINI_COMPACTION = f"compactd-{COMPACTD_MODEL}"  # what chat-compression-2.5-flash names
-GEMINI_INFLATED = 600_000  # over compressionThreshold 0.5 of its 1,048,576-token limit
+GEMINI_COMPACTION = f"compactd-{COMPACTD_MODEL}"  # the alias target the captures used
+GEMINI_INFLATED = 600_000  # over the default compressionThreshold 0.5 of its 1,048,576-token limit
 
 
-def gemini_settings() -> dict[str, Any]:
-    return {
+def gemini_settings(alias: str | None = None) -> dict[str, Any]:
+    """What Gemini CLI needs to run headless and offline: API-key auth, no folder trust prompt,
+    no telemetry, no update check, the main model pinned. `alias`: the capture's set-up, where
+    `chat-compression-2.5-flash` names a model a router sends elsewhere (compactd needs none)."""
+    settings: dict[str, Any] = {
         "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": False}},
-        "model": {"name": GEMINI_MAIN, "compressionThreshold": 0.5},
-        "modelConfigs": {"customAliases": {
-            "chat-compression-2.5-flash": {"modelConfig": {"model": GEMINI_COMPACTION}}}},
+        "model": {"name": GEMINI_MAIN},
         "privacy": {"usageStatisticsEnabled": False},
         "telemetry": {"enabled": False},
         "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
     }
+    if alias:
+        settings["modelConfigs"] = {"customAliases": {"chat-compression-2.5-flash": {"modelConfig": {"model": alias}}}}
+    return settings
 
 
-def gemini_env(home: Path, work: Path, base_url: str) -> dict[str, str]:
+def gemini_env(home: Path, work: Path, base_url: str, alias: str | None = None) -> dict[str, str]:
     (home / ".gemini").mkdir(parents=True, exist_ok=True)
-    (home / ".gemini" / "settings.json").write_text(json.dumps(gemini_settings(), indent=1))
+    (home / ".gemini" / "settings.json").write_text(json.dumps(gemini_settings(alias), indent=1))
     env = base_env(home, work)
     env.update(GEMINI_API_KEY="loopback-only", GOOGLE_GEMINI_BASE_URL=base_url, GEMINI_CLI_NO_RELAUNCH="1")
     return env

@@ -5,7 +5,7 @@ history is read, how its template is rendered, its preset and noise). blob.py pa
 `<conversation>` blob opencode and pi send back into messages; compactor.py runs the pipeline
 with rolling state per agent session; template.py holds the pieces the templates are built of.
 The service's `agent_compaction` is the one method every door calls (worker/http/agent_chat.py,
-worker/http/responses.py). claude_code.py is glue for an agent that cannot hand its compaction
+worker/http/responses.py, worker/http/gemini.py). claude_code.py is glue for an agent that cannot hand its compaction
 over whole: the hooks `compactd hook claude-code` answers around Claude Code's own summary.
 """
 

@@ -1,7 +1,8 @@
 """One `AgentProfile` per agent: everything compactd knows of an agent, in one place.
 
 An agent reaches compactd through a *door* (`chat`: /v1/chat/completions; `responses`: Codex's
-/v1/responses; `hook`: a command the agent runs around its own compaction). A profile says, for
+/v1/responses; `gemini`: the Gemini API's generateContent; `hook`: a command the agent runs
+around its own compaction). A profile says, for
 one agent:
 
 - how to recognize its compaction request, by the request's structure (which message holds the
@@ -34,6 +35,7 @@ from typing import Any, Literal
 
 from ..formats import claude_code as claude_code_format
 from ..formats import codex as codex_format
+from ..formats import gemini as gemini_format
 from ..formats import load as load_transcript
 from ..formats import opencode as opencode_format
 from ..formats import pi as pi_format
@@ -43,7 +45,7 @@ from ..session import Session
 from . import template as t
 from .blob import ATTACHED_NOISE, CONTINUE_NOISE, HARNESS_NOISE, parse_conversation
 
-Door = Literal["chat", "responses", "hook"]
+Door = Literal["chat", "responses", "hook", "gemini"]
 Kind = Literal["history", "turn_prefix"]
 # How the reply's prompt-token count is counted: "request": the request's messages with the
 # model's tokenizer (what the agent sent); "history": the history compactd read (Codex's items).
@@ -628,6 +630,128 @@ register(AgentProfile("generic", "chat", None, _read_blob(HARNESS_NOISE), _rende
                       harness_noise=HARNESS_NOISE))
 
 
-__all__ = ["AGENT_CONTEXT_LIMIT", "AGENT_KEEPS_TAIL", "MODE_HEADER", "PROFILES", "AgentProfile", "AgentRequest",
-           "Door", "Preset", "Received", "get", "is_compaction", "recognize", "register", "session_from_input",
-           "session_key"]
+# ----------------------------------------------------------------------------- Gemini CLI
+# Gemini CLI (0.61.0) speaks only the Gemini API, on one base URL for its turns and its
+# compaction (GOOGLE_GEMINI_BASE_URL), and compacts in two non-streaming `:generateContent`
+# requests under a `chat-compression-*` model alias (google-gemini/gemini-cli
+# packages/core/src/context/chatCompressionService.ts, `ChatCompressionService.compress`; its
+# prompt: packages/core/src/prompts/snippets.ts `getCompressionPrompt`, read in the pinned
+# bundle): the system instruction opens with GEMINI_SYSTEM, `contents` is the oldest ~70% of the
+# history, then one user text: the draft's GEMINI_DRAFT (or GEMINI_UPDATE when a
+# `<state_snapshot>` is in that history), and the verify pass re-sends the same contents + the
+# draft as a model turn + GEMINI_VERIFY. Gemini stores the verify answer's text verbatim as the
+# first user content of the new history. Recognized by that structure, whatever the model name.
+
+
+GEMINI_SYSTEM = ("You are a specialized system component responsible for distilling chat history into a "
+                 "structured XML <state_snapshot>.")
+GEMINI_DRAFT = "Generate a new <state_snapshot> based on the provided history."
+GEMINI_UPDATE = "A previous <state_snapshot> exists in the history."
+GEMINI_VERIFY = "Critically evaluate the <state_snapshot> you just generated."
+GEMINI_TAGS = ("overall_goal", "active_constraints", "key_knowledge", "artifact_trail", "file_system_state",
+               "recent_actions", "task_state")
+GEMINI_SNAPSHOT_RE = re.compile(r"<state_snapshot>.*?</state_snapshot>", re.S)
+
+
+def _gemini_text(content: Any) -> str:
+    parts = content.get("parts") if isinstance(content, dict) else None
+    if not isinstance(parts, list):
+        return ""
+    return "".join(p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str))
+
+
+def _gemini_system(body: dict[str, Any]) -> str:
+    system = body.get("systemInstruction")
+    if isinstance(system, str):
+        return system
+    return _gemini_text(system) if isinstance(system, dict) else ""
+
+
+def gemini_verify_draft(body: dict[str, Any]) -> str | None:
+    """The draft a verify request asks to re-check (its model turn's `<state_snapshot>`), or
+    None when `body` is not Gemini CLI's verify request or its draft holds no snapshot."""
+    contents = body.get("contents")
+    if not isinstance(contents, list) or len(contents) < 2 or not _gemini_system(body).lstrip().startswith(
+            GEMINI_SYSTEM):
+        return None
+    last, draft = contents[-1], contents[-2]
+    if not (isinstance(last, dict) and last.get("role") == "user" and isinstance(draft, dict)
+            and draft.get("role") == "model" and _gemini_text(last).lstrip().startswith(GEMINI_VERIFY)):
+        return None
+    found = GEMINI_SNAPSHOT_RE.search(_gemini_text(draft))
+    return found.group(0) if found else None
+
+
+def _recognize_gemini(body: dict[str, Any], headers: dict[str, str]) -> AgentRequest | None:
+    contents = body.get("contents")
+    if not isinstance(contents, list) or not contents or not _gemini_system(body).lstrip().startswith(GEMINI_SYSTEM):
+        return None
+    last = contents[-1]
+    if not isinstance(last, dict) or last.get("role") != "user":
+        return None
+    ask = _gemini_text(last).lstrip()
+    if not ask.startswith((GEMINI_DRAFT, GEMINI_UPDATE, GEMINI_VERIFY)):
+        return None
+    return AgentRequest("gemini-cli", "history", None, None, session_key(headers))
+
+
+def _read_gemini(req: AgentRequest, body: dict[str, Any]) -> Received:
+    """The contents less the trailing instruction (and a verify pass's draft), by the Gemini
+    importer; a `<state_snapshot>` in the history (an earlier compaction's, ours or Gemini's) is
+    the prior summary, and what follows it an update's new messages. A ValueError when the
+    contents cannot be read."""
+    contents = [c for c in body.get("contents") or [] if isinstance(c, dict)]
+    contents = contents[:-1]
+    if contents and contents[-1].get("role") == "model" and GEMINI_SNAPSHOT_RE.search(_gemini_text(contents[-1])):
+        contents = contents[:-1]  # a verify pass whose draft was not ours to repeat
+    session = gemini_format.load_contents(contents, req.session_key or "gemini") if contents else Session(
+        id=req.session_key or "gemini")
+    summaries = [i for i, m in enumerate(session.messages) if m.is_summary]
+    if not summaries:
+        return Received(session, None)
+    last = session.messages[summaries[-1]]
+    snapshot = next((p.text.strip() for p in last.parts
+                     if getattr(p, "type", "") == "text" and p.text.lstrip().startswith("<state_snapshot>")), last.text)
+    after = session.model_copy(update={"messages": session.messages[summaries[-1] + 1:]})
+    return Received(session, snapshot, after)
+
+
+def _xml_body(text: str) -> str:
+    return "\n".join(f"    {line}" if line else "" for line in text.strip().splitlines())
+
+
+def render_gemini(sections: dict[str, Section], lang: str, kind: Kind = "history") -> str:
+    """Gemini CLI's `<state_snapshot>` and only it (Gemini stores the text verbatim), its 7 tags
+    in its order: overall_goal ← Goal; active_constraints ← Constraints & Preferences;
+    key_knowledge ← Critical Context (exact errors, commands and their exit status);
+    artifact_trail ← Key Decisions (what changed and why); file_system_state ← Relevant Files;
+    recent_actions ← Progress's Done; task_state ← the plan, numbered: Progress's In Progress
+    `[IN PROGRESS]`, Blocked `[BLOCKED]`, then Next Steps `[TODO]`. Bodies are compactd's
+    bullets verbatim (not XML-escaped: an error line stays exact). Bounded like every agent's
+    reply (the pipeline's summary budget): far below the half-full window Gemini compacts at,
+    so Gemini's check that the new history is smaller holds."""
+    progress = sections.get("Progress")
+    by_key = dict(zip(t.PROGRESS_ORDER, progress.blocks if progress is not None else [], strict=False))
+    plan = [f"[IN PROGRESS] {b.text}" for b in (by_key["in_progress"].bullets if "in_progress" in by_key else [])]
+    plan += [f"[BLOCKED] {b.text}" for b in (by_key["blocked"].bullets if "blocked" in by_key else [])]
+    plan += [f"[TODO] {b.text}" for block in t.blocks(sections.get("Next Steps")) for b in block.bullets]
+    done = Section(blocks=t.blocks(Section(blocks=[by_key["done"]])) if "done" in by_key else [])
+    bodies = {
+        "overall_goal": t.goal(sections.get("Goal"), lang, bullet=False),
+        "active_constraints": t.body(t.merged(sections.get("Constraints & Preferences")), lang),
+        "key_knowledge": t.body(t.merged(sections.get("Critical Context")), lang),
+        "artifact_trail": t.body(t.merged(sections.get("Key Decisions")), lang),
+        "file_system_state": t.body(t.merged(sections.get("Relevant Files")), lang),
+        "recent_actions": t.body(done, lang),
+        "task_state": "\n".join(f"{k}. {s}" for k, s in enumerate(plan, 1)) or f"1. {t.none_label(lang)}",
+    }
+    inner = "\n".join(f"<{tag}>\n{_xml_body(bodies[tag])}\n</{tag}>" for tag in GEMINI_TAGS)
+    return f"<state_snapshot>\n{inner}\n</state_snapshot>"
+
+
+register(AgentProfile("gemini-cli", "gemini", _recognize_gemini, _read_gemini, render_gemini,
+                      harness_noise=gemini_format.HARNESS_NOISE, usage="history"))
+
+__all__ = ["AGENT_CONTEXT_LIMIT", "AGENT_KEEPS_TAIL", "GEMINI_TAGS", "MODE_HEADER", "PROFILES", "AgentProfile",
+           "AgentRequest", "Door", "Preset", "Received", "gemini_verify_draft", "get", "is_compaction", "recognize",
+           "register", "render_gemini", "session_from_input", "session_key"]

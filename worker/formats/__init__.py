@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..session import Session
-from . import anthropic, claude_code, codex, openai, opencode, pi, swe_agent
+from . import anthropic, claude_code, codex, gemini, openai, opencode, pi, swe_agent
 from ._common import UNKNOWN_RECORDS, FormatError, Source, loads, parse_jsonl, read_bytes
 
 __all__ = ["FORMATS", "FormatError", "detect", "inspect", "load"]
@@ -25,6 +25,7 @@ FORMATS: dict[str, Callable[[Source], Session]] = {
     "codex": codex.load,
     "swe_agent": swe_agent.load,
     "opencode": opencode.load,
+    "gemini": gemini.load,
 }
 
 # Enough lines to see past Claude Code's leading snapshot/progress records.
@@ -48,6 +49,8 @@ def _detect_document(doc: Any) -> str | None:
         return "swe_agent"
     if isinstance(doc, dict) and "type" in doc:  # a one-line JSONL file
         return _detect_records([doc])
+    if gemini.detect(doc):
+        return "gemini"
     if anthropic.detect(doc):
         return "anthropic"
     if openai.detect(doc):

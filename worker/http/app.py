@@ -24,6 +24,7 @@ from ..service.scheduler import Scheduler
 from ..service.service import CompactdService, ServiceConfig
 from ..service.store import Store
 from .errors import install_error_handlers
+from .gemini import gemini
 from .guards import ApiKeyMiddleware, BodyLimitMiddleware, header_timeout_protocol
 from .page import html_error, page
 from .responses import responses
@@ -133,6 +134,8 @@ def create_app(
     app.include_router(page)  # the page a person reads (worker/http/page.py)
     app.include_router(responses)  # Codex's provider endpoint (worker/http/responses.py)
     app.state.upstream = settings.upstream
+    app.include_router(gemini)  # Gemini CLI's endpoint (worker/http/gemini.py)
+    app.state.gemini_upstream = settings.gemini_upstream
     # Outermost last: the size limit applies before authentication reads anything, and the
     # latency metric sees every answer, the guards' included.
     api_key = settings.api_key_value()

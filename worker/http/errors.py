@@ -4,6 +4,11 @@ object: `param` names the offending request field, null when there is none).
 
 4xx for bad input, 429 with Retry-After on overload, 503 while the model loads, 502 when the
 engine fails; anything unexpected is a 500 that names the exception class, never a traceback.
+
+Under the Gemini API's prefix (`/v1beta/`, Gemini CLI's door: worker/http/gemini.py) the same
+errors answer in Gemini's envelope, `{"error": {"code": <HTTP status>, "message", "status"}}`
+(google.rpc.Status: `status` is the canonical code name of the HTTP status, GEMINI_STATUS),
+which Gemini's SDK reads.
 """
 
 from __future__ import annotations
@@ -53,6 +58,30 @@ def error_body(code: str | int, message: str, type_: str, param: str | None = No
     return {"error": {"code": code, "message": message, "param": param, "type": type_}}
 
 
+GEMINI_PREFIX = "/v1beta/"
+# HTTP status -> google.rpc.Code name (google/rpc/code.proto's HTTP mapping); others by class.
+GEMINI_STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
+                 405: "UNIMPLEMENTED", 408: "DEADLINE_EXCEEDED", 409: "ABORTED", 413: "INVALID_ARGUMENT",
+                 415: "INVALID_ARGUMENT", 429: "RESOURCE_EXHAUSTED", 499: "CANCELLED", 500: "INTERNAL",
+                 501: "UNIMPLEMENTED", 502: "UNAVAILABLE", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}
+
+
+def is_gemini_path(path: str) -> bool:
+    return path.startswith(GEMINI_PREFIX)
+
+
+def gemini_error_body(err: ApiError) -> dict[str, Any]:
+    status = GEMINI_STATUS.get(err.status) or ("INTERNAL" if err.status >= 500 else "FAILED_PRECONDITION")
+    return {"error": {"code": err.status, "message": err.message, "status": status}}
+
+
+def body_for(err: ApiError, path: str = "") -> dict[str, Any]:
+    """The envelope of `err` as the API under `path` answers it."""
+    if is_gemini_path(path):
+        return gemini_error_body(err)
+    return error_body(err.code, err.message, err.type, err.param)
+
+
 def _headers(exc: BaseException) -> dict[str, str] | None:
     if isinstance(exc, Overloaded):
         return {"Retry-After": str(exc.retry_after)}
@@ -72,9 +101,10 @@ def api_error_for(exc: BaseException) -> ApiError:
     return ApiError(500, "internal_error", f"internal error ({type(exc).__name__}); see the server log", "server_error")
 
 
-async def send_error(send: Callable, err: ApiError) -> None:
-    """The envelope straight on ASGI `send`, for the guards that answer before the app runs."""
-    body = json.dumps(error_body(err.code, err.message, err.type, err.param)).encode()
+async def send_error(send: Callable, err: ApiError, path: str = "") -> None:
+    """The envelope straight on ASGI `send`, for the guards that answer before the app runs
+    (`path`: the request's, for its API's envelope)."""
+    body = json.dumps(body_for(err, path)).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     headers += [(k.lower().encode(), v.encode()) for k, v in (err.headers or {}).items()]
     await send({"type": "http.response.start", "status": err.status, "headers": headers})
@@ -105,8 +135,8 @@ def install_error_handlers(app: Any, html: Callable[[Any, ApiError], Any] | None
         page = html(request, err) if html is not None and request is not None else None
         if page is not None:
             return page
-        return JSONResponse(error_body(err.code, err.message, err.type, err.param), status_code=err.status,
-                            headers=err.headers)
+        path = request.url.path if request is not None else ""
+        return JSONResponse(body_for(err, path), status_code=err.status, headers=err.headers)
 
     async def any_error(request: Request, exc: Exception) -> Any:
         err = api_error_for(exc)

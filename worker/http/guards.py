@@ -53,7 +53,7 @@ class BodyLimitMiddleware:
                            f"request body exceeds the limit of {self.max_bytes} bytes (--max-body-bytes)")
         declared = dict(scope.get("headers") or []).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            return await send_error(send, too_big)
+            return await send_error(send, too_big, scope.get("path", ""))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout_s
         chunks: list[bytes] = []
@@ -64,12 +64,12 @@ class BodyLimitMiddleware:
             except asyncio.TimeoutError:
                 return await send_error(send, ApiError(
                     408, "request_timeout", f"request body not received within {self.timeout_s:g}s",
-                    headers={"Connection": "close"}))
+                    headers={"Connection": "close"}), scope.get("path", ""))
             if message["type"] != "http.request":
                 return  # the client went away before finishing its upload
             seen += len(message.get("body", b""))
             if seen > self.max_bytes:
-                return await send_error(send, too_big)
+                return await send_error(send, too_big, scope.get("path", ""))
             chunks.append(message.get("body", b""))
             if not message.get("more_body", False):
                 break
@@ -115,7 +115,7 @@ class ApiKeyMiddleware:
             return await send_error(send, ApiError(401, "invalid_api_key", "missing or wrong API key "
                                                    "(Authorization: Bearer KEY; in a browser, the key as "
                                                    "the password)", "authentication_error",
-                                                   {"WWW-Authenticate": challenge}))
+                                                   {"WWW-Authenticate": challenge}), scope.get("path", ""))
         await self.app(scope, receive, send)
 
 

@@ -133,13 +133,21 @@ def passed_headers(headers: Any) -> dict[str, str]:
 
 
 async def forward(request: Request, raw: bytes, upstream: str) -> StreamingResponse:
+    url = upstream.rstrip("/") + "/responses" + (f"?{request.url.query}" if request.url.query else "")
+    return await forward_to(request, raw, upstream, url)
+
+
+async def forward_to(request: Request, raw: bytes, upstream: str, url: str) -> StreamingResponse:
+    """`request` (its method, headers less the hop-by-hop ones, and `raw` body) sent to `url`
+    on `upstream`, the answer streamed back unchanged; 502 when the upstream does not answer.
+    Nothing of it is logged: headers and the query carry credentials."""
     import httpx
 
-    url = upstream.rstrip("/") + "/responses" + (f"?{request.url.query}" if request.url.query else "")
     client = httpx.AsyncClient(timeout=httpx.Timeout(UPSTREAM_READ_S, connect=UPSTREAM_CONNECT_S))
     try:
         upstream_response = await client.send(
-            client.build_request("POST", url, headers=passed_headers(request.headers), content=raw), stream=True)
+            client.build_request(request.method, url, headers=passed_headers(request.headers), content=raw),
+            stream=True)
     except httpx.HTTPError as exc:
         await client.aclose()
         raise ApiError(502, "upstream_unreachable", f"upstream {upstream} did not answer: {type(exc).__name__}",
