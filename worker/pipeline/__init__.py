@@ -75,7 +75,7 @@ MIN_FREE_SHARE = 0.10  # a compaction that frees less than this share of usable 
 MIN_CHECKPOINT_SUMMARY = 1_024  # the least room a summary needs beside the system prompt to say what the history held
 FIT_ROUNDS = 4  # re-fits of the summary when the checkpoint's exact count (template markup included) is over its cap
 SUMMARY_MAX_TOKENS = 8_000  # the summary's own bound, whatever the window: keeps it from growing
-SUMMARY_SHARE = 0.35  # ... and at most this share of usable, so the tail and new turns fit
+SUMMARY_SHARE = 0.5  # ... and at most half of usable: the tail and new turns get the other half (issue 22)
 
 
 class CompactionRefused(Exception):
@@ -529,4 +529,4 @@ def _record(session: Session, working: Session, previous: Checkpoint | None, hea
     )
 
 
-__all__ = ["MIN_CHECKPOINT_SUMMARY", "CompactionConfig", "CompactionRefused", "CompactionResult", "compact"]
+__all__ = ["MIN_CHECKPOINT_SUMMARY", "SUMMARY_SHARE", "CompactionConfig", "CompactionRefused", "CompactionResult", "compact"]
