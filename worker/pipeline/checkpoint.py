@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from ..facts.ledger import RULE_LINE_RE, ErrorFact, Ledger
+from ..facts.ledger import ErrorFact, Ledger
 from ..facts.shell import only_looks
 from ..facts.text import code, command_result, cut_middle, one_line
 from ..facts.workstate import WorkItem, WorkState
@@ -97,9 +97,9 @@ SHRINK_STEPS = (40, 24, 16, 10, 6, 3, 1)  # last resort when the ranked fit miss
 MORE_NOT_SHOWN = "… {n} more not shown (search the history for them)"  # what a shrink dropped
 # Importance ranks, most important first: the budget is filled in this order (issue 12).
 RANK_OPEN_ERROR = 0  # an unresolved error is the work itself
-RANK_RULE = 1  # the user's constraints, verbatim
+RANK_RULE = 1  # the user's constraints (every message they typed that the ledger keeps), verbatim
 RANK_OPEN_WORK = 2  # In Progress / Blocked
-RANK_CHANGED = 3  # files changed, commits, the current branch, the user's other words
+RANK_CHANGED = 3  # files changed, commits, the current branch
 RANK_LAST_RUN = 4  # the last failing and the last passing command, the latest test tally
 RANK_DONE = 5  # finished work, runs that changed something (an install, a version bump)
 RANK_RESOLVED = 6  # fixed errors: history, and the fix is in Done and the files
@@ -282,7 +282,7 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
                     sub_ranks=None if dense else [RANK_DETAIL] * len(f.edits), path=f.path if dense else None)
              for f in ledger.files]
     constraints = [Bullet(f"{ids([u.message_id])}:", quote=u.text.splitlines(),
-                          rank=RANK_RULE if RULE_LINE_RE.search(u.text) else RANK_CHANGED)
+                          rank=RANK_RULE)
                    for u in ledger.user_instructions]
     if constraints and ledger.user_instructions_omitted:
         constraints.append(Bullet(f"({t['omitted'].format(n=ledger.user_instructions_omitted)})", rank=RANK_RULE))
