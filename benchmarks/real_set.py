@@ -299,6 +299,7 @@ def open_case(case: RealCase, counter: Any) -> tuple[dict[str, Any], Any, list[A
         "facts_before_agent_summary": {k: sum(1 for f in summary_facts if f.kind == k) for k in KINDS},
         "agent_summary": None if agent_text is None else {
             "where": case.summary_where, "note": case.summary_note, "chars": len(agent_text),
+            "tokens": counter.text(agent_text),
             "score": score_text(agent_text, summary_facts), "text": agent_text},
         "runs": [], "baselines": {}, "skipped": [],
     }
@@ -345,15 +346,25 @@ def step_order(plan: list[tuple[int, bool]]) -> list[tuple[int, bool]]:
 # --- pooled figures --------------------------------------------------------------------------
 
 
+def density(scores: list[dict[str, Any]], tokens: list[int]) -> float | None:
+    """Facts kept per 1,000 tokens of what the reader continues from: kept / (tokens / 1000),
+    pooled over the texts that exist (a refusal has none: it keeps nothing in no tokens)."""
+    total = sum(tokens)
+    return round(sum(s["kept"] for s in scores) / (total / 1000), 2) if total else None
+
+
 def aggregate(cases: list[dict[str, Any]]) -> dict[str, Any]:
     """Per approach and size, pooled over the transcripts (a refusal scored as a miss of every
-    fact, and listed; a failure left out and listed); and the agent-summary comparison on the facts before each agent's summary."""
+    fact, and listed; a failure left out and listed); and the agent-summary comparison on the facts before each agent's summary.
+    `facts_per_1k`: facts kept per 1,000 tokens of the scored text (`density`): compactd's
+    checkpoint (`tokens.after`), masking's fitted transcript, the agent's summary (on the facts
+    before it), each counted by the same Qwen counter."""
     rows: dict[str, dict[str, Any]] = {}
     for c in cases:
         for r in c["runs"]:
             key = f"compactd{'' if r['mode'] == 'model' else '-no-model'}@{r['context_limit']}"
             row = rows.setdefault(key, {"scores": [], "refused": [], "before": [], "failed": [], "invented": [],
-                                        "pending_called_done": []})
+                                        "pending_called_done": [], "dense": [], "tokens": []})
             if r["refused"]:  # a miss of every fact: pooled as such, and listed
                 row["refused"].append({"case": c["name"], "reason": r["refused"]})
                 row["scores"].append(r["score"])
@@ -363,26 +374,35 @@ def aggregate(cases: list[dict[str, Any]]) -> dict[str, Any]:
                 row["failed"].append({"case": c["name"], "error": r["failed"]})
             else:
                 row["scores"].append(r["score"])
+                row["dense"].append(r["score"])
+                row["tokens"].append(r["tokens"]["after"])
                 row["invented"] += [f"{c['name']}: {x}" for x in r.get("invented", [])]
                 row["pending_called_done"] += [f"{c['name']}: {x}" for x in r.get("pending_called_done", [])]
                 if r["before_agent_summary"]:
                     row["before"].append(r["before_agent_summary"])
         for ctx, baselines in c["baselines"].items():
             for name, b in baselines.items():
-                row = rows.setdefault(f"{name}@{ctx}", {"scores": [], "refused": [], "before": [], "failed": []})
+                row = rows.setdefault(f"{name}@{ctx}", {"scores": [], "refused": [], "before": [], "failed": [],
+                                                        "dense": [], "tokens": []})
                 row["scores"].append(b["score"])
                 if b.get("refused"):
                     row["refused"].append({"case": c["name"], "reason": b["refused"]})
+                elif b.get("tokens"):
+                    row["dense"].append(b["score"])
+                    row["tokens"].append(b["tokens"])
                 if b["before_agent_summary"]:
                     row["before"].append(b["before_agent_summary"])
     agent = [c["agent_summary"]["score"] for c in cases if c["agent_summary"]]
+    agent_tokens = [c["agent_summary"].get("tokens", 0) for c in cases if c["agent_summary"]]
     out = {key: {**pool(row["scores"]), "transcripts": len(row["scores"]) - len(row["refused"]),
+                 "facts_per_1k": density(row["dense"], row["tokens"]), "tokens": sum(row["tokens"]),
                  "refused": len(row["refused"]),
                  "refusals": row["refused"], "failed": row["failed"], "before_agent_summary": pool(row["before"]) if row["before"] else None,
                  **({"invented": row["invented"], "pending_called_done": row["pending_called_done"]}
                     if key.startswith("compactd") else {})}
            for key, row in rows.items()}
     out["agent-summary"] = {**pool(agent), "transcripts": len(agent), "refused": 0, "refusals": [], "failed": [],
+                            "facts_per_1k": density(agent, agent_tokens), "tokens": sum(agent_tokens),
                             "before_agent_summary": pool(agent) if agent else None}
     return out
 
@@ -441,7 +461,8 @@ def headline(real: dict[str, Any], aggregate_: dict[str, Any] | None = None, lab
         refused = (f", {a['refused']} refused" if a["refused"] else "") + (f", {len(a['failed'])} FAILED" if a["failed"] else "")
         trust = (f", {len(a['invented'])} invented, {len(a['pending_called_done'])} pending called done"
                  if "invented" in a else "")
-        parts.append(f"{key} {rate} ({a['kept']}/{a['total']}{refused}{trust})")
+        per_1k = f", {a['facts_per_1k']} facts/1k tokens" if a.get("facts_per_1k") is not None else ""
+        parts.append(f"{key} {rate} ({a['kept']}/{a['total']}{refused}{trust}{per_1k})")
     return f"{label}: " + "; ".join(parts)
 
 

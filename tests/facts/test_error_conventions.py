@@ -87,11 +87,16 @@ def test_the_location_travels_with_the_error_into_the_checkpoint():
 
 
 def test_eslint_stylish_keeps_each_error_with_its_file_and_rule_not_warnings():
+    from worker.facts.output import LINT_MORE, MAX_LINT_LINES_PER_RESULT
+
     # eslint/eslint docs/src/use/formatters/index.md, the stylish example output.
     found = error_findings(read("eslint_stylish.txt"))
     path = "/var/lib/jenkins/workspace/eslint Release/eslint/fullOfProblems.js"
     assert found[0] == ("1:10  error    'addOne' is defined but never used                              no-unused-vars", path)
-    assert len(found) == 5 and all(at == path and "  error  " in text for text, at in found)
+    # Five errors: the first MAX_LINT_LINES_PER_RESULT kept with their file, the rest counted (issue 22).
+    lint = [(text, at) for text, at in found if "  error  " in text]
+    assert len(lint) == MAX_LINT_LINES_PER_RESULT and all(at == path for _, at in lint)
+    assert found[-1] == (LINT_MORE.format(n=5 - MAX_LINT_LINES_PER_RESULT, rule="eslint"), None)
     assert not any("warning" in text or "problems" in text for text, _ in found)
 
 
@@ -190,3 +195,15 @@ def test_new_rows_do_not_fire_on_passing_output():
     # go-junit-report's passing tests, the pytest session's passing lines, npm's successful ping.
     passing = "\n".join(read("go_test.txt").splitlines()[:9]) + "\n" + read("npm_ping_ok.txt")
     assert error_lines(passing) == []
+
+
+def test_one_lint_run_gives_its_first_lines_and_a_count_of_the_rest() -> None:
+    from worker.facts.output import LINT_MORE, MAX_LINT_LINES_PER_RESULT, error_lines
+
+    out = "\n".join(["/repo/articles/a.md"] + [f"  {i}:1  error  Disallow to use \"?\"  no-exclamation-question-mark"
+                                                for i in range(1, 11)] + ["Error: lint failed"])
+    lines = error_lines(out)
+    lint = [x for x in lines if "  error  " in x]
+    assert len(lint) == MAX_LINT_LINES_PER_RESULT and lint[0].startswith("1:1  error")
+    assert "Error: lint failed" in lines  # the other errors of the run are not crowded out
+    assert LINT_MORE.format(n=10 - MAX_LINT_LINES_PER_RESULT, rule="eslint") in lines

@@ -10,7 +10,7 @@ import pytest
 
 from tests.fakes import SessionBuilder
 from worker.formats import load
-from worker.pipeline import CompactionConfig, CompactionRefused, compact
+from worker.pipeline import SUMMARY_SHARE, CompactionConfig, CompactionRefused, compact
 from worker.pipeline.checkpoint import SECTIONS, label
 
 pytestmark = pytest.mark.model
@@ -107,7 +107,7 @@ def test_three_successive_compactions_stay_bounded(llama_backend):
         sizes.append(cp.tokens.summary)
         previous = cp
     assert previous.version == 3
-    assert max(sizes) <= config.budget().usable * 0.35
+    assert max(sizes) <= config.budget().usable * SUMMARY_SHARE
 
 
 def test_chinese_conversation_gets_chinese_summary_with_exact_error(llama_backend):

@@ -20,6 +20,12 @@ from dataclasses import dataclass
 from .text import cut_middle
 
 MAX_ERROR_LINES_PER_RESULT = 6  # one failing run can print hundreds; the first few identify it
+# A linter prints one line per rule violation (ESLint's stylish formatter, which textlint and
+# markuplint reuse; Biome's headers): the first few say what the run found, a count says the rest,
+# so one lint run does not crowd out the other facts (issue 22). Chosen on the tune half.
+LINT_ROWS = frozenset({"eslint", "biome"})
+MAX_LINT_LINES_PER_RESULT = 1  # tune half, no model: 1 kept 98/256 at 8k, 2-4 kept 97 (16k, 32k equal)
+LINT_MORE = "… {n} more lint errors in this output ({rule})"
 ERROR_LINE_MAX_CHARS = 400  # a minified-JS or HTML dump on one line is not an error message
 OUTPUT_EXCERPT_MAX_CHARS = 160  # a short output (like `345`) is a fact; a long one is a log
 OUTPUT_EXCERPT_MAX_LINES = 2  # ... and so is a two-line answer; a third line makes it a log
@@ -376,7 +382,7 @@ def error_findings(output: str) -> list[tuple[str, str | None]]:
     hook output, a system reminder, a log the user pasted."""
     raws = [CI_LOG_PREFIX_RE.sub("", ANSI_RE.sub("", r)) for r in output.splitlines()]
     lines = [(raw, unwrap_line(raw)) for raw in raws if raw.strip()]  # (indentation kept, unwrapped)
-    found: list[tuple[bool, str, str | None]] = []
+    found: list[tuple[bool, str, str | None, str]] = []
     in_traceback = False
     for i, (raw, line) in enumerate(lines):
         if not line or SHELL_ENVELOPE_NONE_RE.match(line):
@@ -394,15 +400,22 @@ def error_findings(output: str) -> list[tuple[str, str | None]]:
             m = rule.line.search(line)
             if m and (rule.when is None or rule.when(lines, i)):
                 text = m.group(1) if m.groups() else line
-                found.append((rule.heading, text, rule.at(lines, i) if rule.at else None))
+                found.append((rule.heading, text, rule.at(lines, i) if rule.at else None, rule.name))
                 break
     out: list[tuple[str, str | None]] = []
-    for _, text, at in sorted(found, key=lambda f: f[0]):  # stable: output order within each kind
+    lint: dict[str, int] = {}  # per lint row: its lines seen
+    for _, text, at, name in sorted(found, key=lambda f: f[0]):  # stable: output order within each kind
         text = cut_middle(text, ERROR_LINE_MAX_CHARS)
-        if all(text != t for t, _ in out):
+        if any(text == t for t, _ in out):
+            continue
+        if name in LINT_ROWS:
+            lint[name] = lint.get(name, 0) + 1
+            if lint[name] > MAX_LINT_LINES_PER_RESULT:
+                continue
+        if len(out) < MAX_ERROR_LINES_PER_RESULT:
             out.append((text, at and cut_middle(at, ERROR_LINE_MAX_CHARS)))
-        if len(out) >= MAX_ERROR_LINES_PER_RESULT:
-            break
+    out += [(LINT_MORE.format(n=n - MAX_LINT_LINES_PER_RESULT, rule=name), None)
+            for name, n in lint.items() if n > MAX_LINT_LINES_PER_RESULT]
     return out
 
 

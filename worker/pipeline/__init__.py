@@ -75,7 +75,7 @@ MIN_FREE_SHARE = 0.10  # a compaction that frees less than this share of usable 
 MIN_CHECKPOINT_SUMMARY = 1_024  # the least room a summary needs beside the system prompt to say what the history held
 FIT_ROUNDS = 4  # re-fits of the summary when the checkpoint's exact count (template markup included) is over its cap
 SUMMARY_MAX_TOKENS = 8_000  # the summary's own bound, whatever the window: keeps it from growing
-SUMMARY_SHARE = 0.35  # ... and at most this share of usable, so the tail and new turns fit
+SUMMARY_SHARE = 0.5  # ... and at most half of usable: the tail and new turns get the other half (issue 22)
 
 
 class CompactionRefused(Exception):
@@ -173,6 +173,7 @@ class _Facts:
     lang: str
     sections: dict[str, Section]
     changed_since: list[str] = field(default_factory=list)  # files created or modified since the boundary
+    dense: dict[str, Section] = field(default_factory=dict)  # the same facts without repeats (a tight budget)
 
 
 @dataclass
@@ -237,7 +238,8 @@ def _facts(session: Session, previous: Checkpoint | None) -> _Facts:
         "Relevant Files": facts["Relevant Files"],
     }
     changed = [path for a in actions for path, what in a.files if what in ("created", "modified")]
-    return _Facts(since_boundary, ledger, state, lang, sections, list(dict.fromkeys(changed)))
+    dense = {**sections, **ledger_sections(ledger, lang, cite, dense=True)}
+    return _Facts(since_boundary, ledger, state, lang, sections, list(dict.fromkeys(changed)), dense)
 
 
 @dataclass
@@ -299,17 +301,20 @@ def _plan(session: Session, working: Session, head_start: int, previous: Checkpo
 
 
 def _fit(sections: dict[str, Section], lang: str, split: _Split, plan: _Plan, counter: TokenCounter,
-         budget: Budget, session_id: str, reference_prefix: bool) -> tuple[dict[str, Section], str, int, list[dict], int]:
+         budget: Budget, session_id: str, reference_prefix: bool,
+         dense: dict[str, Section] | None = None) -> tuple[dict[str, Section], str, int, list[dict], int]:
     """The summary fitted so the whole checkpoint, counted exactly, is within the plan's cap:
     the summary's limit lowered by what the template's markup added, rendered more densely
-    when the ranked fit cannot get under it. Refused, with the numbers, only if nothing fits."""
+    (`dense`, the facts without repeats, where the normal rendering does not fit whole; then
+    fit_dense's shrinks) when the ranked fit cannot get under it. Refused, with the numbers,
+    only if nothing fits."""
     system = [m.to_chat() for m in split.system_msgs]
     tail = [m.to_chat() for m in split.tail_msgs if not m.compacted]
     limit = plan.summary_limit
     after = summary_tokens = 0
     for _ in range(FIT_ROUNDS):
         fitted, text, summary_tokens = fit_dense(sections, lang, limit, counter.text, session_id,
-                                                 reference_prefix=reference_prefix)
+                                                 reference_prefix=reference_prefix, dense=dense)
         messages = system + [{"role": "user", "content": text}] + tail
         after = counter.messages(messages)
         if after <= plan.cap:
@@ -453,9 +458,10 @@ def compact(
     stage["summarize_ms"] = (time.perf_counter() - t) * 1000
 
     t = time.perf_counter()
+    narrative = _narrative_sections(story.narrative, facts.lang)
     sections, summary_text, summary_tokens, checkpoint_messages, after = _fit(
-        {**facts.sections, **_narrative_sections(story.narrative, facts.lang)}, facts.lang, split, plan, counter,
-        budget, session.id, config.reference_prefix)
+        {**facts.sections, **narrative}, facts.lang, split, plan, counter,
+        budget, session.id, config.reference_prefix, dense={**facts.dense, **narrative})
     if not config.cite_ids:
         # The record keeps its ids (the page links facts to messages); the agent's text has none.
         ids = id_forms([m.id for m in session.messages])
@@ -529,4 +535,4 @@ def _record(session: Session, working: Session, previous: Checkpoint | None, hea
     )
 
 
-__all__ = ["MIN_CHECKPOINT_SUMMARY", "CompactionConfig", "CompactionRefused", "CompactionResult", "compact"]
+__all__ = ["MIN_CHECKPOINT_SUMMARY", "SUMMARY_SHARE", "CompactionConfig", "CompactionRefused", "CompactionResult", "compact"]

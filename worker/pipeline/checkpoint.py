@@ -19,11 +19,12 @@ language) lives in this module and nowhere else.
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from ..facts.ledger import RULE_LINE_RE, ErrorFact, Ledger
+from ..facts.ledger import ErrorFact, Ledger
 from ..facts.shell import only_looks
 from ..facts.text import code, command_result, cut_middle, one_line
 from ..facts.workstate import WorkItem, WorkState
@@ -96,9 +97,9 @@ SHRINK_STEPS = (40, 24, 16, 10, 6, 3, 1)  # last resort when the ranked fit miss
 MORE_NOT_SHOWN = "… {n} more not shown (search the history for them)"  # what a shrink dropped
 # Importance ranks, most important first: the budget is filled in this order (issue 12).
 RANK_OPEN_ERROR = 0  # an unresolved error is the work itself
-RANK_RULE = 1  # the user's constraints, verbatim
+RANK_RULE = 1  # the user's constraints (every message they typed that the ledger keeps), verbatim
 RANK_OPEN_WORK = 2  # In Progress / Blocked
-RANK_CHANGED = 3  # files changed, commits, the current branch, the user's other words
+RANK_CHANGED = 3  # files changed, commits, the current branch
 RANK_LAST_RUN = 4  # the last failing and the last passing command, the latest test tally
 RANK_DONE = 5  # finished work, runs that changed something (an install, a version bump)
 RANK_RESOLVED = 6  # fixed errors: history, and the fix is in Done and the files
@@ -120,6 +121,12 @@ LEFT_OUT = {
 ERROR_COMMAND_MAX_CHARS = 100  # an error names the run it came from; the run itself is under Commands
 LISTED_COMMAND_MAX_CHARS = 200  # under Commands a run is known by its start and end; a long `--reason="…"` is in the history
 IDS_PER_RUN = 1  # the latest run of a command or tally: `around` it finds the earlier ones
+# Dense rendering (issue 22): where the normal rendering does not fit whole, the same facts
+# without repeats: one message id per fact (the latest: `history/around` finds the rest), each
+# command once with its latest exit status, an error's command named once, no edit snippets,
+# column padding collapsed, paths grouped by their common directory.
+ALIGNMENT_PAD_RE = re.compile(r"[ \t]{3,}")  # a formatter's column alignment (ESLint stylish, textlint): two spaces say it
+GROUP_MIN_FILES = 2  # paths sharing a directory are grouped under it from this many on
 
 
 def label(section: str, lang: str) -> str:
@@ -148,6 +155,7 @@ class Bullet:
     sub_ranks: list[int] | None = None  # per sub-bullet; None: the bullet's rank
     group: bool = False  # a heading for its subs ("Unresolved errors:"): shown iff a sub is
     newest_last: bool = False  # subs are chronological: among equal ranks the newest go first
+    path: str | None = None  # a Relevant Files bullet: its path, which `text` opens with as code (dense grouping)
 
     def lines(self) -> list[str]:
         return ([f"- {self.text}"] + [f"  > {line}" if line.strip() else "  >" for line in self.quote]
@@ -205,14 +213,20 @@ def bullets(texts: list[str]) -> Section:
 
 
 # ---------------------------------------------------------------------------- fact sections
-def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | None = None) -> dict[str, Section]:
+def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | None = None,
+                    dense: bool = False) -> dict[str, Section]:
     """Critical Context, Relevant Files and Constraints & Preferences, from the ledger; message
-    ids as `cite` abbreviates them (session.cited_ids)."""
+    ids as `cite` abbreviates them (session.cited_ids). `dense`: the same facts without repeats
+    (see ALIGNMENT_PAD_RE above): what a tight budget gets."""
     t = fact_labels(lang)
     cite = cite or {}
 
     def ids(mids: list[str]) -> str:
-        return ", ".join(cite.get(m, m) for m in mids)
+        return ", ".join(cite.get(m, m) for m in (mids[-1:] if dense else mids))
+
+    def err(text: str) -> str:
+        return code(ALIGNMENT_PAD_RE.sub("  ", text) if dense else text)
+    named: set[str] = set()  # dense: commands an error already named
 
     def at(e: ErrorFact) -> str:  # where an open error happened, verbatim: `--> src/main.rs:4:20`, a project frame
         return f" {code(e.at)}" if e.at else ""
@@ -222,14 +236,17 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
         subs = []
         for e in unresolved:
             src = f" — {t['from']} {code(cut_middle(one_line(e.command), ERROR_COMMAND_MAX_CHARS))}" if e.command else ""
+            if dense and e.command:
+                src = "" if e.command in named else src
+                named.add(e.command)
             tries = f", {e.attempts} {t['attempts']}" if e.attempts > 1 else ""
-            subs.append(f"{code(e.text)}{src}{at(e)} ({ids(e.message_ids)}{tries})")
+            subs.append(f"{err(e.text)}{src}{at(e)} ({ids(e.message_ids)}{tries})")
         critical.append(Bullet(f"{t['unresolved']}:", subs=subs, rank=RANK_OPEN_ERROR, group=True))
     if resolved:
         subs = []
         for e in resolved:
             by = f" {code(one_line(e.resolved_by_command))}" if e.resolved_by_command else ""
-            subs.append(f"{code(e.text)} — {t['resolved_by']}{by} ({ids([e.resolved_by])})")
+            subs.append(f"{err(e.text)} — {t['resolved_by']}{by} ({ids([e.resolved_by])})")
         critical.append(Bullet(f"{t['resolved']}:", subs=subs, rank=RANK_RESOLVED, group=True))
     if ledger.tallies:
         n = len(ledger.tallies)
@@ -248,6 +265,9 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
         critical.append(Bullet(f"{t['branches']}: {', '.join(names)}", rank=RANK_CHANGED))
     if ledger.commands:
         shown = ledger.commands
+        if dense:  # each command once, with its latest outcome
+            latest = {c.command: c for c in sorted(shown, key=lambda c: c.last_seq)}
+            shown = sorted(latest.values(), key=lambda c: c.last_seq)
         last = [id(c) for st in ("failed", "ok") for c in [next((c for c in reversed(shown) if c.status == st), None)] if c]
         critical.append(Bullet(f"{t['commands']}:", subs=[
             f"{command_result(c, t['exit'], t['failed'], LISTED_COMMAND_MAX_CHARS)} ({ids(c.message_ids[-IDS_PER_RUN:])})"
@@ -257,11 +277,12 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
             group=True, newest_last=True))
 
     files = [Bullet(f"{code(f.path)} — {', '.join(t.get(a, a) for a in f.actions)} ({ids(f.message_ids[-2:])})",
-                    subs=[cut_middle(e, EDIT_SNIPPET_MAX_CHARS) for e in f.edits],
-                    rank=RANK_CHANGED if f.changed else RANK_DETAIL, sub_ranks=[RANK_DETAIL] * len(f.edits))
+                    subs=[] if dense else [cut_middle(e, EDIT_SNIPPET_MAX_CHARS) for e in f.edits],
+                    rank=RANK_CHANGED if f.changed else RANK_DETAIL,
+                    sub_ranks=None if dense else [RANK_DETAIL] * len(f.edits), path=f.path if dense else None)
              for f in ledger.files]
     constraints = [Bullet(f"{ids([u.message_id])}:", quote=u.text.splitlines(),
-                          rank=RANK_RULE if RULE_LINE_RE.search(u.text) else RANK_CHANGED)
+                          rank=RANK_RULE)
                    for u in ledger.user_instructions]
     if constraints and ledger.user_instructions_omitted:
         constraints.append(Bullet(f"({t['omitted'].format(n=ledger.user_instructions_omitted)})", rank=RANK_RULE))
@@ -356,17 +377,57 @@ def fit_sections(sections: dict[str, Section], lang: str, limit: int, count: Cal
     return fitted, text, n
 
 
+def grouped_paths(sections: dict[str, Section]) -> dict[str, Section]:
+    """Relevant Files with the paths that share a directory under it: `apps/web/src/` as a
+    heading, then `stores/auth.store.ts — modified (id)` under it. Each file keeps its own directory and
+    name (the last two components, how a path is told apart), so only the common prefix goes."""
+    files = sections.get("Relevant Files")
+    if files is None:
+        return sections
+    blocks = []
+    for block in files.blocks:
+        def key(b: Bullet) -> str | None:
+            parts = b.path.split("/") if b.path else []
+            return "/".join(parts[:-2]) + "/" if len(parts) > 2 and "".join(parts[:-2]) else None
+        counts: dict[str, int] = {}
+        for b in block.bullets:
+            k = key(b)
+            if k is not None:
+                counts[k] = counts.get(k, 0) + 1
+        out: list[Bullet] = []
+        groups: dict[str, Bullet] = {}
+        for b in block.bullets:
+            k = key(b)
+            if k is None or counts[k] < GROUP_MIN_FILES or not b.text.startswith(code(b.path or "")):
+                out.append(b)
+                continue
+            if k not in groups:
+                groups[k] = Bullet(code(k), rank=b.rank, group=True)
+                out.append(groups[k])
+            groups[k].subs.append(code(b.path[len(k):]) + b.text[len(code(b.path)):] if b.path else b.text)
+        blocks.append(replace(block, bullets=out))
+    return {**sections, "Relevant Files": replace(files, blocks=blocks)}
+
+
 def fit_dense(sections: dict[str, Section], lang: str, limit: int, count: Callable[[str], int],
-              session_id: str = "<session>", *, reference_prefix: bool = True) -> tuple[dict[str, Section], str, int]:
+              session_id: str = "<session>", *, reference_prefix: bool = True,
+              dense: dict[str, Section] | None = None) -> tuple[dict[str, Section], str, int]:
     """fit_sections, then, when it cannot get under `limit` (the narrative sections are never
     shrunk there), a denser render: every list shrunk by position, the narrative's too, then the
-    goal (with the agent's summary quoted in it) cut in the middle, then the whole text."""
-    fitted, text, n = fit_sections(sections, lang, limit, count, session_id, reference_prefix=reference_prefix)
-    if n <= limit:
-        return fitted, text, n
-
+    goal (with the agent's summary quoted in it) cut in the middle, then the whole text.
+    `dense`: the same sections rendered without repeats (ledger_sections(dense=True)), fitted
+    instead, paths grouped, whenever the normal rendering does not fit whole."""
     def render(secs: dict[str, Section]) -> str:
         return render_summary(secs, lang, reference_prefix=reference_prefix)
+
+    if dense is not None and count(render(sections)) > limit:
+        fitted, text, n = fit_sections(dense, lang, limit, count, session_id, reference_prefix=reference_prefix,
+                                       render=lambda secs: render(grouped_paths(secs)))
+        fitted = grouped_paths(fitted)
+    else:
+        fitted, text, n = fit_sections(sections, lang, limit, count, session_id, reference_prefix=reference_prefix)
+    if n <= limit:
+        return fitted, text, n
     for keep in SHRINK_STEPS:
         fitted = {k: v.shrunk(keep) for k, v in fitted.items()}
         text = render(fitted)

@@ -1,0 +1,53 @@
+"""Dense rendering (issue 22): where the normal rendering of the facts does not fit whole, the
+same facts without repeats: one message id per fact, each command once with its latest outcome,
+an error's command named once, column padding collapsed, paths grouped by their directory."""
+
+from __future__ import annotations
+
+from worker.facts.ledger import CommandFact, ErrorFact, FileFact, Ledger
+from worker.pipeline.checkpoint import fit_dense, grouped_paths, ledger_sections, render_summary
+
+
+def count(text: str) -> int:
+    return len(text) // 4
+
+
+def ledger() -> Ledger:
+    return Ledger(
+        files=[FileFact("apps/web/src/stores/auth.store.ts", ["read", "modified"], ["m1", "m2"], "modified", 2,
+                        edits=["`a` → `b`"]),
+               FileFact("apps/web/src/hooks/useAuth.ts", ["modified"], ["m3"], "modified", 3),
+               FileFact("README.md", ["read"], ["m4"], "read", 4)],
+        errors=[ErrorFact("12:3   error  Unexpected var          no-var", ["m5", "m6"], "npx eslint .", attempts=2),
+                ErrorFact("14:1   error  Missing semicolon      semi", ["m6"], "npx eslint .", attempts=1)],
+        commands=[CommandFact("pytest -q", "failed", 1, None, ["m7"], 1, 7),
+                  CommandFact("npx eslint .", "failed", 1, None, ["m5", "m6"], 2, 8),
+                  CommandFact("pytest -q", "ok", 0, None, ["m9"], 1, 9)],
+    )
+
+
+def test_dense_says_each_command_once_with_its_latest_outcome_and_one_id() -> None:
+    normal = ledger_sections(ledger(), "en")["Critical Context"].body()
+    dense = ledger_sections(ledger(), "en", dense=True)["Critical Context"].body()
+    assert normal.count("`pytest -q`") == 2 and dense.count("`pytest -q`") == 1
+    assert "`pytest -q` → exit 0 (m9)" in dense
+    assert "(m5, m6, 2 attempts)" in normal and "(m6, 2 attempts)" in dense
+    assert dense.count("from `npx eslint .`") == 1  # the second error's run is the same command
+    assert "`12:3  error  Unexpected var  no-var`" in dense  # the formatter's padding, not its words
+
+
+def test_paths_are_grouped_under_their_common_directory_keeping_their_own() -> None:
+    body = grouped_paths(ledger_sections(ledger(), "en", dense=True))["Relevant Files"].body()
+    assert body.splitlines()[:3] == ["- `apps/web/src/`", "  - `stores/auth.store.ts` — read, modified (m2)",
+                                     "  - `hooks/useAuth.ts` — modified (m3)"]
+    assert "- `README.md` — read (m4)" in body and "`a` → `b`" not in body  # edit snippets are detail
+
+
+def test_the_dense_rendering_only_where_the_normal_one_does_not_fit_whole() -> None:
+    normal = ledger_sections(ledger(), "en")
+    dense = ledger_sections(ledger(), "en", dense=True)
+    whole = count(render_summary(normal, "en"))
+    _, roomy, _ = fit_dense(normal, "en", whole, count, dense=dense)
+    assert roomy == render_summary(normal, "en")
+    _, tight, n = fit_dense(normal, "en", whole - 20, count, dense=dense)
+    assert n <= whole - 20 and "- `apps/web/src/`" in tight and "`hooks/useAuth.ts`" in tight
