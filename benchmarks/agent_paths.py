@@ -686,7 +686,7 @@ def run(quick: bool = False, out_dir: Path = RESULTS_DIR, use_model: bool = True
 # --- latency: how long each door makes its agent wait (--latency) --------------------------
 
 LATENCY_FRACTIONS = (1 / 3, 2 / 3, 1.0)  # each transcript cut at a third, two thirds, all of it
-LATENCY_DOORS = ("opencode", "pi_chat", "pi_extension", "codex", "kilo", "qwen_code", "aider")
+LATENCY_DOORS = ("opencode", "pi_chat", "pi_extension", "codex", "kilo", "qwen_code", "aider", "gemini")
 REFINE_WAIT_S = 60.0
 # The background refinement's narrative (the answer path never calls the model).
 CANNED_NARRATIVE = json.dumps({"goal": "Carry on with the user's task",
@@ -790,6 +790,54 @@ def aider_body(chat: list[dict[str, Any]], prior: str | None) -> dict[str, Any]:
     return body
 
 
+def gemini_contents(chat: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """OpenAI chat messages as Gemini `contents` (user / model turns; tool calls as functionCall
+    parts, their results as functionResponse parts under the call's name)."""
+    names: dict[str, str] = {}
+    contents: list[dict[str, Any]] = []
+    for m in chat:
+        if m["role"] == "tool":
+            name = names.get(m.get("tool_call_id") or "", "run_shell_command")
+            part = {"functionResponse": {"id": m.get("tool_call_id"), "name": name,
+                                         "response": {"output": m.get("content") or ""}}}
+            role = "user"
+        else:
+            parts: list[dict[str, Any]] = [{"text": m["content"]}] if isinstance(m.get("content"), str) and \
+                m["content"] else []
+            for call in m.get("tool_calls") or []:
+                names[call["id"]] = call["function"]["name"]
+                args = call["function"].get("arguments") or "{}"
+                try:
+                    parsed = json.loads(args)
+                except ValueError:
+                    parsed = {"raw": args}
+                parts.append({"functionCall": {"id": call["id"], "name": call["function"]["name"], "args": parsed}})
+            if not parts:
+                continue
+            role = "model" if m["role"] == "assistant" else "user"
+            if contents and contents[-1]["role"] == role:
+                contents[-1]["parts"] += parts
+                continue
+            contents.append({"role": role, "parts": parts})
+            continue
+        if contents and contents[-1]["role"] == role:
+            contents[-1]["parts"].append(part)
+        else:
+            contents.append({"role": role, "parts": [part]})
+    return contents
+
+
+def gemini_body(chat: list[dict[str, Any]], prior: str | None) -> dict[str, Any]:
+    """Gemini CLI's captured draft request with this session as its `contents` (after its kept
+    snapshot: Gemini puts it first, as a user turn, and acknowledges it)."""
+    body = json.loads((REQUESTS / "gemini-compaction-request.json").read_text(encoding="utf-8"))["body"]
+    head, ask = body["contents"][0], body["contents"][-1]
+    kept = [{"role": "user", "parts": [{"text": prior}]}, {"role": "model", "parts": [{"text": QWEN_ACK}]}] \
+        if prior is not None else [head]
+    body["contents"] = [*kept, *gemini_contents(chat), ask]
+    return body
+
+
 def _wait(check: Any, what: str) -> None:
     deadline = time.monotonic() + REFINE_WAIT_S
     while not check():
@@ -830,12 +878,12 @@ class Door:
         elif door == "codex":
             self.headers, self.body, _cut = codex_request(case)
             self.items = self.body["input"][:-1]
-        elif door in ("qwen_code", "aider"):
+        elif door in ("qwen_code", "aider", "gemini"):
             from worker.formats import load
 
             records, _session, _cut = pi_records(case)  # pi's session, as the structured chat it is
             chat = load(records, format="pi").to_chat()
-            self.items = chat if door == "qwen_code" else [m for m in chat if m["role"] in ("user", "assistant")]
+            self.items = [m for m in chat if m["role"] in ("user", "assistant")] if door == "aider" else chat
         else:
             records, _session, _cut = pi_records(case)
             self.items = records if door == "pi_extension" else [r["message"] for r in records]
@@ -855,6 +903,10 @@ class Door:
             return _chat_text(c.post("/v1/chat/completions", json=qwen_body(items, prior)))
         if self.door == "aider":
             return _chat_text(c.post("/v1/chat/completions", json={**aider_body(items, prior), "stream": True}))
+        if self.door == "gemini":
+            resp = c.post("/v1beta/models/gemini-2.5-flash:generateContent", json=gemini_body(items, prior))
+            resp.raise_for_status()
+            return "".join(p.get("text", "") for p in resp.json()["candidates"][0]["content"]["parts"])
         if self.door == "pi_extension":
             sid = f"pi-{session}"
             c.post(f"/v1/sessions/{sid}/messages", params={"format": "pi"}, json=items).raise_for_status()

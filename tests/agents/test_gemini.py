@@ -20,7 +20,6 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.fakes import ScriptedBackend
-from tests.test_reliability_common import percentile
 from worker.agents.profiles import GEMINI_TAGS, gemini_verify_draft, recognize
 from worker.config import Settings
 from worker.formats import detect, load
@@ -34,8 +33,6 @@ COMMAND = "python3 test_foo.py"
 PATH = "/tmp/capture-gemini-l8b8245i/work/test_foo.py"
 CONSTRAINT = "Keep the function signature unchanged."
 SLOW = 0.05  # seconds per scripted token: the model would take many seconds
-P95_S = 2.0
-REPEATS = 20
 
 
 def captured(name: str) -> dict[str, Any]:
@@ -204,9 +201,7 @@ def test_the_draft_is_only_the_snapshot_with_its_seven_tags_and_every_fact(slow)
     request = captured("compaction-request")
     with client_for(slow) as client:
         ready(client)
-        t0 = time.perf_counter()
         r = client.post(request["path"], json=request["body"], headers={"x-goog-api-key": "k"})
-        seconds = time.perf_counter() - t0
     assert r.status_code == 200, r.text
     answer = r.json()
     assert answer["candidates"][0]["finishReason"] == "STOP" and answer["candidates"][0]["content"]["role"] == "model"
@@ -224,7 +219,6 @@ def test_the_draft_is_only_the_snapshot_with_its_seven_tags_and_every_fact(slow)
     assert CONSTRAINT in constraints
     assert "<session_context>" not in text and "m0000" not in text  # no harness text, no message id
     assert not any(complete for _tag, _n, complete in slow.finished)  # answered before the model finished
-    assert seconds < P95_S
 
 
 def test_the_verify_pass_repeats_the_draft_without_a_pipeline_run(slow):
@@ -276,18 +270,15 @@ def grown(rounds: int) -> dict[str, Any]:
     return body
 
 
-def test_a_wire_shaped_compaction_is_answered_under_two_seconds_p95_by_default(slow):
-    body = grown(60)
-    seconds: list[float] = []
+def test_a_long_history_is_answered_without_waiting_for_the_model(slow):
+    """The answer path makes no model call, whatever the history's length (its latency is a
+    figure: benchmarks/agent_paths --latency, the gemini door)."""
     with client_for(slow) as client:
         ready(client)
-        for _ in range(REPEATS):
-            t0 = time.perf_counter()
-            r = client.post("/v1beta/models/gemini-2.5-flash:generateContent", json=body)
-            seconds.append(time.perf_counter() - t0)
-            assert r.status_code == 200, r.text
-            assert f"`{ERROR_LINE}`" in text_of(r.json())
-    assert percentile(seconds, 95) < P95_S, seconds
+        r = client.post("/v1beta/models/gemini-2.5-flash:generateContent", json=grown(60))
+    assert r.status_code == 200, r.text
+    assert f"`{ERROR_LINE}`" in text_of(r.json())
+    assert not any(complete for _tag, _n, complete in slow.finished)
 
 
 # ----------------------------------------------------------------------------- errors, counting

@@ -69,3 +69,13 @@ def test_aider_gets_first_person_prose_with_the_facts(client):  # noqa: F811
     text, _ = stream(client, {**captured("aider-compaction-request")["body"], "stream": True})
     assert text.startswith("I asked you") and not headings(text) and "```" not in text
     assert ERROR_LINE in text and CONSTRAINT in text
+
+
+def test_aiders_commit_message_request_is_a_normal_generation(client):  # noqa: F811
+    body = captured("aider-commit-message-request")["body"]
+    r = client.post("/v1/chat/completions", json=body)
+    assert r.status_code == 200, r.text
+    answer = r.json()
+    assert "compactd" not in answer  # no agent compaction: the model's own generation
+    assert answer["choices"][0]["message"]["content"] and answer["usage"]["completion_tokens"] > 0
+    assert "I asked you" not in answer["choices"][0]["message"]["content"]
