@@ -177,7 +177,7 @@ async def _answers(backend: Any, session: Any, limit: int, rolling: Any, reps: i
                 seconds.append(time.perf_counter() - t0)
                 modes.append(result["mode"])
                 calls.append(result["model_calls"])
-                refine = service.state(sid).refine_job
+                refine = service.refiner.pending(sid)
                 if refine is not None and refine.future is not None:  # reps stay independent
                     service.scheduler.cancel(refine, "benchmark: next rep")
                     await asyncio.wait([refine.future])
