@@ -19,6 +19,9 @@ from dataclasses import dataclass
 
 from .text import cut_middle
 
+Lines = list[tuple[str, str]]  # (indentation kept, unwrapped) per output line
+LinePredicate = Callable[[str, str], object]
+
 MAX_ERROR_LINES_PER_RESULT = 6  # one failing run can print hundreds; the first few identify it
 # A linter prints one line per rule violation (ESLint's stylish formatter, which textlint and
 # markuplint reuse; Biome's headers): the first few say what the run found, a count says the rest,
@@ -123,7 +126,18 @@ JS_FRAMES_LOOKAHEAD = 30  # jest/vitest print the failing code frame between the
 ASSERTION_CONTEXT_LOOKBACK = 8  # `Expected:`/`Received:` follow the matcher hint by a line or two
 
 
-def _eslint_file(lines: list[tuple[str, str]], i: int) -> str | None:
+def _ahead(lines: Lines, i: int, n: int, hit: LinePredicate, stop: LinePredicate | None = None) -> str | None:
+    """The first of the `n` lines after line i that `hit(raw, line)` accepts, unless `stop`
+    accepts one before it (the block it belongs to ended)."""
+    for raw, line in lines[i + 1:i + 1 + n]:
+        if hit(raw, line):
+            return line
+        if stop is not None and stop(raw, line):
+            return None
+    return None
+
+
+def _eslint_file(lines: Lines, i: int) -> str | None:
     """The stylish formatter's file heading: the unindented line above a file's message lines."""
     for raw, line in reversed(lines[:i]):
         if not raw[:1].isspace():
@@ -131,38 +145,32 @@ def _eslint_file(lines: list[tuple[str, str]], i: int) -> str | None:
     return None
 
 
-def _eslint_message(lines: list[tuple[str, str]], i: int) -> bool:
+def _eslint_message(lines: Lines, i: int) -> bool:
     return lines[i][0][:1].isspace() and _eslint_file(lines, i) is not None  # stylish indents messages under the file
 
 
-def _biome_message(lines: list[tuple[str, str]], i: int) -> str | None:
-    for _, line in lines[i + 1:i + 4]:  # the `× message` line right under the header
-        if line.startswith(("×", "✖", "!", "i ")):
-            return line
-    return None
+def _biome_message(lines: Lines, i: int) -> str | None:
+    """The `× message` line right under the header."""
+    return _ahead(lines, i, 3, lambda _raw, line: line.startswith(("×", "✖", "!", "i ")))
 
 
-def _npm_message(lines: list[tuple[str, str]], i: int) -> str | None:
-    for _, line in lines[i + 1:i + 8]:
-        if NPM_MESSAGE_RE.match(line):
-            return line
-        if not line.startswith("npm "):
-            return None
-    return None
+def _npm_message(lines: Lines, i: int) -> str | None:
+    return _ahead(lines, i, 7, lambda _raw, line: NPM_MESSAGE_RE.match(line),
+                  lambda _raw, line: not line.startswith("npm "))
 
 
-def _js_frame(lines: list[tuple[str, str]], i: int) -> str | None:
+def _project_match(m: re.Match[str] | None) -> bool:
+    return m is not None and is_project_path(m.group(1))
+
+
+def _js_frame(lines: Lines, i: int) -> str | None:
     """The first project frame of a jest (`at f (file:line:col)`) or vitest (`❯ file:line:col`) failure."""
-    for _, line in lines[i + 1:i + 1 + JS_FRAMES_LOOKAHEAD]:
-        m = JEST_FRAME_RE.match(line) or VITEST_FRAME_RE.match(line)
-        if m and is_project_path(m.group(1)):
-            return line
-        if line.startswith(("● ", "FAIL ")):
-            return None
-    return None
+    return _ahead(lines, i, JS_FRAMES_LOOKAHEAD,
+                  lambda _raw, line: _project_match(JEST_FRAME_RE.match(line) or VITEST_FRAME_RE.match(line)),
+                  lambda _raw, line: line.startswith(("● ", "FAIL ")))
 
 
-def _java_frame(lines: list[tuple[str, str]], i: int) -> str | None:
+def _java_frame(lines: Lines, i: int) -> str | None:
     """The first frame of a Java stack trace outside the JDK and the test frameworks."""
     for raw, line in lines[i + 1:i + 1 + GO_FRAMES_LOOKAHEAD]:
         m = JAVA_FRAME_RE.match(line)
@@ -175,20 +183,20 @@ def _java_frame(lines: list[tuple[str, str]], i: int) -> str | None:
     return None
 
 
-def _exception_location(lines: list[tuple[str, str]], i: int) -> str | None:
+def _exception_location(lines: Lines, i: int) -> str | None:
     return _python_frame(lines, i) or _js_frame(lines, i) or _java_frame(lines, i)
 
 
-def _jest_context(lines: list[tuple[str, str]], i: int) -> bool:
+def _jest_context(lines: Lines, i: int) -> bool:
     """Is this line inside a jest/vitest failure (a `●` or `FAIL` heading, matcher hint or AssertionError above)?"""
     return any(ASSERTION_CONTEXT_RE.search(line) for _, line in lines[max(0, i - ASSERTION_CONTEXT_LOOKBACK):i])
 
 
-def _jest_failure(lines: list[tuple[str, str]], i: int) -> bool:
+def _jest_failure(lines: Lines, i: int) -> bool:
     return any(line.startswith("● ") for _, line in lines[max(0, i - ASSERTION_CONTEXT_LOOKBACK):i])
 
 
-def _python_frame(lines: list[tuple[str, str]], i: int) -> str | None:
+def _python_frame(lines: Lines, i: int) -> str | None:
     """The innermost project frame of the traceback that ends at line i (its frames, indented,
     run outermost first)."""
     for raw, line in reversed(lines[:i]):
@@ -200,37 +208,25 @@ def _python_frame(lines: list[tuple[str, str]], i: int) -> str | None:
     return None
 
 
-def _mocha_failing(lines: list[tuple[str, str]], i: int) -> bool:
+def _mocha_failing(lines: Lines, i: int) -> bool:
     return any(MOCHA_FAILING_RE.match(raw) for raw, _ in lines)  # the spec reporter numbers failures as it runs
 
 
-def _rustc_location(lines: list[tuple[str, str]], i: int) -> str | None:
-    for raw, line in lines[i + 1:i + 1 + RUSTC_LOCATION_LOOKAHEAD]:
-        if RUSTC_LOCATION_RE.match(raw):
-            return line
-    return None
+def _rustc_location(lines: Lines, i: int) -> str | None:
+    return _ahead(lines, i, RUSTC_LOCATION_LOOKAHEAD, lambda raw, _line: RUSTC_LOCATION_RE.match(raw))
 
 
-def _pytest_crash_location(lines: list[tuple[str, str]], i: int) -> str | None:
-    for raw, line in lines[i + 1:i + 1 + PYTEST_CRASH_LOOKAHEAD]:
-        if PYTEST_CRASH_RE.match(line):
-            return line
-        if not raw.startswith("E "):
-            return None
-    return None
+def _pytest_crash_location(lines: Lines, i: int) -> str | None:
+    return _ahead(lines, i, PYTEST_CRASH_LOOKAHEAD, lambda _raw, line: PYTEST_CRASH_RE.match(line),
+                  lambda raw, _line: not raw.startswith("E "))
 
 
-def _go_panic_frame(lines: list[tuple[str, str]], i: int) -> str | None:
-    for raw, line in lines[i + 1:i + 1 + GO_FRAMES_LOOKAHEAD]:
-        m = GO_FRAME_RE.match(raw)
-        if m and is_project_path(m.group(1)):
-            return line
-        if line.startswith(("exit status", "FAIL")):
-            return None
-    return None
+def _go_panic_frame(lines: Lines, i: int) -> str | None:
+    return _ahead(lines, i, GO_FRAMES_LOOKAHEAD, lambda raw, _line: _project_match(GO_FRAME_RE.match(raw)),
+                  lambda _raw, line: line.startswith(("exit status", "FAIL")))
 
 
-def _go_test_failed(lines: list[tuple[str, str]], i: int) -> bool:
+def _go_test_failed(lines: Lines, i: int) -> bool:
     """Is this `x_test.go:N:` line a failing test's message? A passing or skipped test's t.Log
     prints the same format; go test prints it before the verdict (-v) or after it."""
     for raw, _ in reversed(lines[:i]):
