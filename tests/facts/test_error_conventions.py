@@ -109,6 +109,19 @@ def test_biome_keeps_the_rule_header_with_its_message():
         ("check.js:1:6 lint/correctness/noConstantCondition", "× This condition always evaluates to the same value.")]
 
 
+def test_markdownlint_keeps_its_rule_lines_capped_like_every_lint_run():
+    from worker.facts.output import LINT_MORE, MAX_LINT_LINES_PER_RESULT
+
+    # DavidAnson/markdownlint-cli2 formatter-default/README.md, the example output (13 violations).
+    found = error_findings(read("markdownlint_cli2_default.txt"))
+    assert found[0][0].startswith("dir/about.md:1:1 MD021/no-multiple-space-closed-atx Multiple spaces")
+    assert len(found) == MAX_LINT_LINES_PER_RESULT + 1
+    assert found[-1] == (LINT_MORE.format(n=13 - MAX_LINT_LINES_PER_RESULT, rule="markdownlint"), None)
+    # Not a markdownlint line: a path with a line number in prose, a warning, a heading id.
+    assert error_findings("see README.md:12 for the setup\nviewme.md:5 warning MD012/no-multiple-blanks x\n"
+                          "## MD012 rule\n") == []
+
+
 def test_npm_keeps_the_code_line_with_its_message():
     # npm/cli docs/lib/content/commands/npm-ping.md (npm < 10.8 `npm ERR!`)
     assert error_findings(read("npm_ping_e404.txt")) == [

@@ -26,7 +26,7 @@ MAX_ERROR_LINES_PER_RESULT = 6  # one failing run can print hundreds; the first 
 # A linter prints one line per rule violation (ESLint's stylish formatter, which textlint and
 # markuplint reuse; Biome's headers): the first few say what the run found, a count says the rest,
 # so one lint run does not crowd out the other facts (issue 22). Chosen on the tune half.
-LINT_ROWS = frozenset({"eslint", "biome"})
+LINT_ROWS = frozenset({"eslint", "biome", "markdownlint"})
 MAX_LINT_LINES_PER_RESULT = 1  # tune half, no model: 1 kept 98/256 at 8k, 2-4 kept 97 (16k, 32k equal)
 LINT_MORE = "… {n} more lint errors in this output ({rule})"
 ERROR_LINE_MAX_CHARS = 400  # a minified-JS or HTML dump on one line is not an error message
@@ -115,6 +115,7 @@ def is_project_path(path: str) -> bool:
 
 ESLINT_LINE_RE = re.compile(r"^\d+:\d+\s+error\s+\S.*\S\s{2,}[@\w/-]+$")  # stylish: `line:col  error  msg  rule`
 BIOME_HEADER_RE = re.compile(r"^(\S+:\d+:\d+ (?:lint|assist|parse|format|check)(?:/[\w-]+)*)(?:\s|$)")
+MARKDOWNLINT_LINE_RE = re.compile(r"^\S+:\d+(?::\d+)? (?:error )?MD\d{3}(?:/[\w-]+)+ \S.*$")
 NPM_MESSAGE_RE = re.compile(r"^npm (?:ERR!|error) (?!(?:code|errno|syscall|path|dest)\b)\S")
 JEST_FRAME_RE = re.compile(r"^at (?:.+ \()?([^()\s]+):\d+:\d+\)?$")  # V8 stack frame, as jest prints it
 VITEST_FRAME_RE = re.compile(r"^❯ (\S+):\d+:\d+")  # vitest's error location (`❯ file:line:col`)
@@ -302,6 +303,10 @@ CONVENTIONS: tuple[Convention, ...] = (
     Convention("biome", BIOME_HEADER_RE,
                "Biome diagnostics: `path:line:col lint/group/ruleName  FIXABLE  ━━━` then `× message` "
                "(biome_diagnostics PrintHeader; biomejs.dev/reference/diagnostics)", at=_biome_message),
+    Convention("markdownlint", MARKDOWNLINT_LINE_RE,
+               "markdownlint-cli2's default formatter, markdownlint-cli's output: `file:line[:col] [error] "
+               "MDnnn/rule-name description [details] [Context: …]` (markdownlint-cli2 formatter-default/README.md); "
+               "a `warning` line is not an error"),
     Convention("npm", _rx(r"^npm (?:ERR!|error) code \S+$"),
                "npm's error handler: `npm ERR! code E404` (npm < 10.8: `npm error code …`), then the message lines "
                "`npm ERR! 404 Not Found - GET …` (lib/utils/error-message.js, lib/cli/exit-handler.js)", at=_npm_message),
