@@ -41,7 +41,7 @@ from ..formats import opencode as opencode_format
 from ..formats import pi as pi_format
 from ..formats._common import Noise, block_text, mark_harness_noise, tag
 from ..pipeline.checkpoint import Section, render_summary
-from ..session import Session
+from ..session import Message, Session
 from . import template as t
 from .blob import ATTACHED_NOISE, CONTINUE_NOISE, HARNESS_NOISE, parse_conversation
 
@@ -181,6 +181,18 @@ def _chat(body: dict[str, Any]) -> _Chat:
     users = [m for m in messages if m.get("role") == "user"]
     user = _text(users[-1]) if users else ""
     return _Chat(system, user, len(users), CONVERSATION_RE.search(user))
+
+
+def _after_last_summary(session: Session, prior: Callable[[Message], str] = lambda m: m.text) -> Received:
+    """A history that carries the agent's earlier summary (marked is_summary by its reader):
+    the last one is the prior summary (`prior` takes its text out of the message), what follows
+    it an update's new messages."""
+    summaries = [i for i, m in enumerate(session.messages) if m.is_summary]
+    if not summaries:
+        return Received(session, None)
+    last = summaries[-1]
+    return Received(session, prior(session.messages[last]),
+                    session.model_copy(update={"messages": session.messages[last + 1:]}))
 
 
 def _read_blob(noise: tuple[Noise, ...]) -> Reader:
@@ -414,13 +426,7 @@ def session_from_input(body: dict[str, Any], session_id: str) -> Session:
 def _read_codex(req: AgentRequest, body: dict[str, Any]) -> Received:
     """Codex re-sends its earlier summary (and the user messages it kept) in its input: the last
     summary is the prior one, and what follows it is an update's new messages."""
-    session = session_from_input(body, req.session_key or "codex")
-    summaries = [i for i, m in enumerate(session.messages) if m.is_summary]
-    if not summaries:
-        return Received(session, None)
-    last = summaries[-1]
-    after = session.model_copy(update={"messages": session.messages[last + 1:]})
-    return Received(session, session.messages[last].text, after)
+    return _after_last_summary(session_from_input(body, req.session_key or "codex"))
 
 
 def _render_compactd(sections: dict[str, Section], lang: str, kind: Kind = "history") -> str:
@@ -488,11 +494,9 @@ def _read_aider(req: AgentRequest, body: dict[str, Any]) -> Received:
             messages.append({"role": AIDER_ROLES[mark.group(1)], "content": content})
     session = load_transcript(messages, format="openai")
     first = session.messages[0] if session.messages else None
-    if first is None or first.role != "user" or not first.text.startswith(AIDER_SUMMARY_PREFIX):
-        return Received(session, None)
-    first.is_summary = True
-    prior = first.text.removeprefix(AIDER_SUMMARY_PREFIX).strip()
-    return Received(session, prior, session.model_copy(update={"messages": session.messages[1:]}))
+    if first is not None and first.role == "user" and first.text.startswith(AIDER_SUMMARY_PREFIX):
+        first.is_summary = True
+    return _after_last_summary(session, lambda m: m.text.removeprefix(AIDER_SUMMARY_PREFIX).strip())
 
 
 def _prose(lead: str, section: Section | None) -> str:
@@ -559,15 +563,11 @@ def _recognize_qwen(body: dict[str, Any], headers: dict[str, str]) -> AgentReque
 def _read_qwen(req: AgentRequest, body: dict[str, Any]) -> Received:
     history = [m for m in body.get("messages") or [] if isinstance(m, dict)][1:-1]
     session = load_transcript(history, format="openai")
-    prior = None
     for m in session.messages:
         mark_harness_noise(m, QWEN_NOISE)
         if m.role == "user" and SNAPSHOT_RE.search(m.text):
-            m.is_summary, prior = True, m.text
-    if prior is None:
-        return Received(session, None)
-    last = max(i for i, m in enumerate(session.messages) if m.is_summary)
-    return Received(session, prior, session.model_copy(update={"messages": session.messages[last + 1:]}))
+            m.is_summary = True
+    return _after_last_summary(session)
 
 
 def render_qwen(sections: dict[str, Section], lang: str, kind: Kind = "history") -> str:
@@ -650,7 +650,6 @@ GEMINI_UPDATE = "A previous <state_snapshot> exists in the history."
 GEMINI_VERIFY = "Critically evaluate the <state_snapshot> you just generated."
 GEMINI_TAGS = ("overall_goal", "active_constraints", "key_knowledge", "artifact_trail", "file_system_state",
                "recent_actions", "task_state")
-GEMINI_SNAPSHOT_RE = re.compile(r"<state_snapshot>.*?</state_snapshot>", re.S)
 
 
 def _gemini_text(content: Any) -> str:
@@ -678,7 +677,7 @@ def gemini_verify_draft(body: dict[str, Any]) -> str | None:
     if not (isinstance(last, dict) and last.get("role") == "user" and isinstance(draft, dict)
             and draft.get("role") == "model" and _gemini_text(last).lstrip().startswith(GEMINI_VERIFY)):
         return None
-    found = GEMINI_SNAPSHOT_RE.search(_gemini_text(draft))
+    found = SNAPSHOT_RE.search(_gemini_text(draft))
     return found.group(0) if found else None
 
 
@@ -702,18 +701,13 @@ def _read_gemini(req: AgentRequest, body: dict[str, Any]) -> Received:
     contents cannot be read."""
     contents = [c for c in body.get("contents") or [] if isinstance(c, dict)]
     contents = contents[:-1]
-    if contents and contents[-1].get("role") == "model" and GEMINI_SNAPSHOT_RE.search(_gemini_text(contents[-1])):
+    if contents and contents[-1].get("role") == "model" and SNAPSHOT_RE.search(_gemini_text(contents[-1])):
         contents = contents[:-1]  # a verify pass whose draft was not ours to repeat
     session = gemini_format.load_contents(contents, req.session_key or "gemini") if contents else Session(
         id=req.session_key or "gemini")
-    summaries = [i for i, m in enumerate(session.messages) if m.is_summary]
-    if not summaries:
-        return Received(session, None)
-    last = session.messages[summaries[-1]]
-    snapshot = next((p.text.strip() for p in last.parts
-                     if getattr(p, "type", "") == "text" and p.text.lstrip().startswith("<state_snapshot>")), last.text)
-    after = session.model_copy(update={"messages": session.messages[summaries[-1] + 1:]})
-    return Received(session, snapshot, after)
+    return _after_last_summary(session, lambda m: next(
+        (p.text.strip() for p in m.parts if getattr(p, "type", "") == "text" and p.text.lstrip().startswith(
+            "<state_snapshot>")), m.text))
 
 
 def _xml_body(text: str) -> str:
@@ -730,19 +724,21 @@ def render_gemini(sections: dict[str, Section], lang: str, kind: Kind = "history
     bullets verbatim (not XML-escaped: an error line stays exact). Bounded like every agent's
     reply (the pipeline's summary budget): far below the half-full window Gemini compacts at,
     so Gemini's check that the new history is smaller holds."""
-    progress = sections.get("Progress")
-    by_key = dict(zip(t.PROGRESS_ORDER, progress.blocks if progress is not None else [], strict=False))
-    plan = [f"[IN PROGRESS] {b.text}" for b in (by_key["in_progress"].bullets if "in_progress" in by_key else [])]
-    plan += [f"[BLOCKED] {b.text}" for b in (by_key["blocked"].bullets if "blocked" in by_key else [])]
-    plan += [f"[TODO] {b.text}" for block in t.blocks(sections.get("Next Steps")) for b in block.bullets]
-    done = Section(blocks=t.blocks(Section(blocks=[by_key["done"]])) if "done" in by_key else [])
+    parts = t.progress_parts(sections.get("Progress"))
+
+    def items(section: Section | None) -> list[str]:
+        return [b.text for block in t.blocks(section) for b in block.bullets]
+
+    plan = ([f"[IN PROGRESS] {x}" for x in items(parts.get("in_progress"))]
+            + [f"[BLOCKED] {x}" for x in items(parts.get("blocked"))]
+            + [f"[TODO] {x}" for x in items(sections.get("Next Steps"))])
     bodies = {
         "overall_goal": t.goal(sections.get("Goal"), lang, bullet=False),
         "active_constraints": t.body(t.merged(sections.get("Constraints & Preferences")), lang),
         "key_knowledge": t.body(t.merged(sections.get("Critical Context")), lang),
         "artifact_trail": t.body(t.merged(sections.get("Key Decisions")), lang),
         "file_system_state": t.body(t.merged(sections.get("Relevant Files")), lang),
-        "recent_actions": t.body(done, lang),
+        "recent_actions": t.body(t.merged(parts.get("done")), lang),
         "task_state": "\n".join(f"{k}. {s}" for k, s in enumerate(plan, 1)) or f"1. {t.none_label(lang)}",
     }
     inner = "\n".join(f"<{tag}>\n{_xml_body(bodies[tag])}\n</{tag}>" for tag in GEMINI_TAGS)
