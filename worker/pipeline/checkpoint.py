@@ -244,8 +244,12 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
         critical.append(Bullet(f"{t['unresolved']}:", subs=subs, rank=RANK_OPEN_ERROR, group=True))
     if resolved:
         subs = []
+        fixes: set[str] = set()  # dense: a run that fixed several errors is named at the first only
         for e in resolved:
             by = f" {code(one_line(e.resolved_by_command))}" if e.resolved_by_command else ""
+            if dense and e.resolved_by_command:
+                by = "" if e.resolved_by_command in fixes else by
+                fixes.add(e.resolved_by_command)
             subs.append(f"{err(e.text)} — {t['resolved_by']}{by} ({ids([e.resolved_by])})")
         critical.append(Bullet(f"{t['resolved']}:", subs=subs, rank=RANK_RESOLVED, group=True))
     if ledger.tallies:
