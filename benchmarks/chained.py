@@ -40,6 +40,7 @@ CHAIN = 5  # the issue's chain: five compactions in a row
 CONTEXTS = (8_000, 16_000, 32_000)  # the windows of the real set
 GOAL = 0.99  # share of the first checkpoint's still-true ledger facts the last one must hold
 MIN_COMPACTIONS = 2  # a chain of one compaction has nothing to carry
+RETRY_SHARE = 0.10  # after a refusal, the next try waits for this share of usable more (the loop guard's own)
 
 
 def ledger_keys(ledger: dict[str, Any]) -> dict[str, set[str]]:
@@ -71,6 +72,11 @@ def _held(counter: Any, messages: list[Any], cp: Any) -> int:
     return counter.messages(held + [m.to_chat() for m in messages[start:]])
 
 
+def _held_or_total(counter: Any, messages: list[Any], checkpoints: list[Any]) -> int:
+    return _held(counter, messages, checkpoints[-1]) if checkpoints else counter.messages(
+        [m.to_chat() for m in messages])
+
+
 def chain(session: Any, backend: Any, counter: Any, context_limit: int) -> list[Any]:
     """Grow `session` message by message from its start; compact at each overflow, building on
     the previous checkpoint; stop after CHAIN compactions or at the session's end."""
@@ -85,8 +91,7 @@ def chain(session: Any, backend: Any, counter: Any, context_limit: int) -> list[
     n = 1
     while n <= len(messages) and len(checkpoints) < CHAIN:
         prefix = messages[:n]
-        held = _held(counter, prefix, checkpoints[-1]) if checkpoints else counter.messages(
-            [m.to_chat() for m in prefix])
+        held = _held_or_total(counter, prefix, checkpoints)
         if held < usable:
             n += 1
             continue
@@ -95,7 +100,12 @@ def chain(session: Any, backend: Any, counter: Any, context_limit: int) -> list[
             result = compact(grown, backend, config, previous=checkpoints[-1] if checkpoints else None,
                              counter=counter)
         except CompactionRefused:
-            n += 1  # nothing outside the tail yet: the agent goes on, and so does the chain
+            # Nothing outside the tail yet, or too little freed (the loop guard): the agent goes
+            # on, and the next try waits until it holds RETRY_SHARE of usable more.
+            wait_for = held + int(RETRY_SHARE * usable)
+            while n < len(messages) and _held_or_total(counter, messages[:n], checkpoints) < wait_for:
+                n += 1
+            n += 1
             continue
         checkpoints.append(result.checkpoint)
         n += 1

@@ -329,3 +329,18 @@ def test_fidelity_sets_do_not_import_each_other() -> None:
     assert "benchmarks.fidelity" not in imported("fidelity_real")
     assert "benchmarks.real_set" in imported("fidelity")
     assert not {"benchmarks.fidelity", "benchmarks.fidelity_real"} & imported("real_set")
+
+
+def test_chained_compactions_keep_the_first_ledger(tmp_path: Path) -> None:
+    """Issue 22, item 5: a real session (entireio/cli's, held out) compacted five times in a row at
+    8k, each at overflow after the previous checkpoint plus new turns, no model: the last ledger
+    still holds >= 99% of the first one's still-true facts; JSON + PNG written."""
+    from benchmarks import chained
+
+    result = chained.run(tmp_path, names=["cc-entirecli_847ff7d2-4a55-44d7-a3f5-a3afd89f1ee1"], contexts=(8_000,))
+    (row,) = result["rows"]
+    assert row["compactions"] == chained.CHAIN and row["still_true"] > 20
+    assert row["kept"] / row["still_true"] >= chained.GOAL
+    assert [t["before"] > t["after"] for t in row["tokens"]] == [True] * chained.CHAIN
+    assert json.loads((tmp_path / "chained.json").read_text())["full_chains"]["runs"] == 1
+    assert (tmp_path / "chained.png").read_bytes()[:4] == PNG_MAGIC

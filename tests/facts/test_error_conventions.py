@@ -220,3 +220,20 @@ def test_one_lint_run_gives_its_first_lines_and_a_count_of_the_rest() -> None:
     assert len(lint) == MAX_LINT_LINES_PER_RESULT and lint[0].startswith("1:1  error")
     assert "Error: lint failed" in lines  # the other errors of the run are not crowded out
     assert LINT_MORE.format(n=10 - MAX_LINT_LINES_PER_RESULT, rule="eslint") in lines
+
+
+def test_bun_git_conflict_and_shell_syntax_rows():
+    # codex-cli-agentv_019f1d64 (tune half; EntityProcess/agentv, MIT): bun test's failures print
+    # their error above the `(fail) describe > test [time]` line; the time is not part of the fact.
+    assert error_lines(read("bun_test_fail.txt")) == [
+        "(fail) agentv eval CLI > passes run-level budget tracking through to the evaluator",
+        "ENOENT: no such file or directory, open '/tmp/agentv-cli-test-SokJRn/diagnostics.json'",
+        "(fail) agentv eval CLI > lets --budget-usd override evaluate_options.budget_usd",
+    ]
+    # `git rebase origin/main`: one CONFLICT line per conflicted path; `Auto-merging x` is not an error.
+    assert error_lines(read("git_rebase_conflict.txt")) == [
+        f"CONFLICT (content): Merge conflict in {p}" for p in (
+            "README.md", "apps/cli/src/commands/eval/run-eval.ts",
+            "packages/core/src/evaluation/validation/eval-file.schema.ts",
+            "packages/core/src/evaluation/validation/eval-validator.ts")]
+    assert error_lines(read("zsh_parse_error.txt")) == ["zsh:1: parse error near `|'"]

@@ -24,12 +24,12 @@ from .text import CUT_MARKER, code, cut_middle
 
 # ---------------------------------------------------------------------------- bounds
 # Every list is bounded so a carried ledger cannot grow without limit across compactions.
-MAX_FILES = 60  # Relevant Files must fit next to the verbatim tail in a small model's prompt
+MAX_FILES = 200  # carried, not shown: the checkpoint ranks what fits; five chained compactions must not evict a file (issue 22)
 MAX_UNRESOLVED_ERRORS = 24  # open errors are the work itself: keep many
-MAX_RESOLVED_ERRORS = 24  # fixed errors are history; the checkpoint's ranked budget shows the newest that fit
-MAX_COMMANDS = 60  # the run history the checkpoint ranks; past it the oldest look-only runs go first
+MAX_RESOLVED_ERRORS = 100  # fixed errors are history; the checkpoint's ranked budget shows the newest that fit
+MAX_COMMANDS = 200  # the run history the checkpoint ranks; past it the oldest look-only runs go first
 MAX_TALLIES = 10  # only the latest test results matter for the state of the work
-MAX_COMMITS = 10  # recent commits identify the work; older ones are in `git log`
+MAX_COMMITS = 50  # the commits of a long session; the checkpoint shows the newest that fit
 MAX_BRANCHES = 5  # the current branch plus a few it came from
 MAX_IDS_PER_FACT = 6  # first occurrence + the newest ones: enough to find it again
 EDITS_PER_FILE = 3  # the newest changes say what was fixed; older ones are in the history

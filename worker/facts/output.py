@@ -122,7 +122,7 @@ VITEST_FRAME_RE = re.compile(r"^❯ (\S+):\d+:\d+")  # vitest's error location (
 JAVA_FRAME_RE = re.compile(r"^at ([\w$.]+)\([\w$]+\.(?:java|kt|scala|groovy):\d+\)$")  # Throwable.printStackTrace
 NOT_PROJECT_JAVA_RE = re.compile(r"^(?:java|javax|jdk|sun|kotlin|scala|junit|org\.junit|org\.opentest4j|org\.testng"
                                  r"|org\.assertj|org\.hamcrest)\.")
-ASSERTION_CONTEXT_RE = re.compile(r"^(?:● |expect\b|FAIL\s)|AssertionError\b")
+ASSERTION_CONTEXT_RE = re.compile(r"^(?:● |expect\b|error: expect\(|FAIL\s)|AssertionError\b")  # bun: `error: expect(…)`
 JS_FRAMES_LOOKAHEAD = 30  # jest/vitest print the failing code frame between the message and the stack
 ASSERTION_CONTEXT_LOOKBACK = 8  # `Expected:`/`Received:` follow the matcher hint by a line or two
 
@@ -340,6 +340,16 @@ CONVENTIONS: tuple[Convention, ...] = (
                "`String to replace not found in file.` (FileEditTool validateInput); pi `Could not find the exact text in "
                "<path>. The old text must match exactly…` (pi-mono coding-agent/src/core/tools/edit.ts); opencode "
                "`Could not find oldString in the file…` / `oldString not found in content` (packages/opencode/src/tool/edit.ts)"),
+    # bun's `(fail) name [1208.98ms]` is kept without its time, so a re-run is the same fact.
+    Convention("bun test failure", _rx(r"^(\(fail\) \S.*?)(?: \[[\d.]+m?s\])?$"),
+               "bun test's default reporter: `(pass)` / `(fail) describe > test [12.00ms]` per test, the failure's "
+               "`error: expect(received).toBe(expected)` and `Expected: …` / `Received: …` above it (bun.com/docs/cli/test)"),
+    Convention("git conflict", _rx(r"^CONFLICT \([\w/ -]+\): \S"),
+               "git merge/rebase/cherry-pick: `CONFLICT (content): Merge conflict in <path>` per conflicted path "
+               "(merge-ort.c, `CONFLICT (%s): Merge conflict in %s`)"),
+    Convention("shell syntax", _rx(r"^(?:zsh|bash|sh|dash)(?::| -c:)(?: line)? ?\d+: (?:parse error|syntax error)\b"),
+               "the shell's own diagnostics: zsh `zsh:1: parse error near `|'` (zerr, `%s:%d: %s`), bash "
+               "`bash: line 1: syntax error near unexpected token` (print_offending_line / report_syntax_error)"),
     Convention("esbuild", _rx(r"✘ \[ERROR\] "), "esbuild's terminal log: `✘ [ERROR] msg` (pkg/logger/logger.go)"),
     Convention("tsc", _rx(r"\berror TS\d+: "),
                "TypeScript: `file(line,col): error TS2322: msg` (--pretty false) or `file:line:col - error TS…` (--pretty)"),
@@ -356,8 +366,8 @@ CONVENTIONS: tuple[Convention, ...] = (
                "git's zh_CN/ja/ko translations of `fatal:`/`error:` (po/*.po), CLIs' `…失败`"),
     Convention("exunit exception", _rx(r"^\*\* \([\w.]+\) \S"), "ExUnit formatter: `** (RuntimeError) msg` (ExUnit.Formatter)"),
     Convention("exunit code", _rx(r"^code:\s+(?:assert|refute)\b"), "ExUnit formatter: the failing assertion's `code:` line"),
-    Convention("os error", _rx(r"No such file or directory|command not found|Permission denied|\bEACCES\b|Segmentation fault"),
-               "strerror(3) ENOENT/EACCES texts, libuv/node's `EACCES: permission denied, open '…'`, bash's "
+    Convention("os error", _rx(r"No such file or directory|command not found|Permission denied|\bEACCES\b|^ENOENT: |Segmentation fault"),
+               "strerror(3) ENOENT/EACCES texts, libuv/node's `EACCES: permission denied, open '…'` / `ENOENT: no such file…`, bash's "
                "`command not found`, SIGSEGV's psignal text"),
     Convention("node resolution", _rx(r"\bCannot find module\b|\bModule not found\b"),
                "node's MODULE_NOT_FOUND `Cannot find module 'x'`, webpack's `Module not found:`"),
