@@ -237,3 +237,11 @@ def test_bun_git_conflict_and_shell_syntax_rows():
             "packages/core/src/evaluation/validation/eval-file.schema.ts",
             "packages/core/src/evaluation/validation/eval-validator.ts")]
     assert error_lines(read("zsh_parse_error.txt")) == ["zsh:1: parse error near `|'"]
+
+
+def test_codex_apply_patch_refusal_is_an_error():
+    # codex-cli-agentv_019efc87 (tune half; EntityProcess/agentv, MIT), message line00283: the
+    # patch's expected lines that follow are the agent's own input, not more errors.
+    assert error_lines(read("codex_apply_patch_error.txt")) == [
+        "apply_patch verification failed: Failed to find expected lines in /home/entity/projects/EntityProcess/"
+        "agentv__worktrees/av-raf-5-results-sync-merge-signal/packages/core/test/evaluation/results-repo.test.ts:"]

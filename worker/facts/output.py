@@ -335,11 +335,13 @@ CONVENTIONS: tuple[Convention, ...] = (
         r"^(?:File has not been read yet\b|File has been modified since read\b|String to replace not found in file\b"
         r"|Found \d+ matches of the string to replace\b|Could not find (?:the exact text|edits\[\d+\]) in \S"
         r"|Found \d+ occurrences of the text in \S|No changes made to \S|oldString not found in content\b"
-        r"|Could not find oldString in the file\b|Found multiple matches for oldString\b)"),
+        r"|Could not find oldString in the file\b|Found multiple matches for oldString\b|apply_patch verification failed: \S)"),
                "coding agents' edit-tool refusals: Claude Code `<tool_use_error>File has not been read yet…` / "
                "`String to replace not found in file.` (FileEditTool validateInput); pi `Could not find the exact text in "
                "<path>. The old text must match exactly…` (pi-mono coding-agent/src/core/tools/edit.ts); opencode "
-               "`Could not find oldString in the file…` / `oldString not found in content` (packages/opencode/src/tool/edit.ts)"),
+               "`Could not find oldString in the file…` / `oldString not found in content` (packages/opencode/src/tool/edit.ts); Codex's and opencode's apply_patch `apply_patch verification failed: "
+               "Failed to find expected lines in <path>` (codex-rs/core/src/tools/handlers/apply_patch.rs, "
+               "packages/opencode/src/tool/apply_patch.ts)"),
     # bun's `(fail) name [1208.98ms]` is kept without its time, so a re-run is the same fact.
     Convention("bun test failure", _rx(r"^(\(fail\) \S.*?)(?: \[[\d.]+m?s\])?$"),
                "bun test's default reporter: `(pass)` / `(fail) describe > test [12.00ms]` per test, the failure's "

@@ -35,7 +35,7 @@ from ..facts.text import cut_end
 from ..facts.workstate import WorkState, derive_work_state
 from ..session import Message, Session, boundary_index, cited_ids, id_forms
 from ..tokens import Budget, TokenCounter, make_budget
-from .anchor import AGENT_SUMMARY_SHARE, agent_summary, bounded, summary_body
+from .anchor import agent_summary, agent_summary_limit, bounded, summary_body
 from .checkpoint import (
     Checkpoint,
     Section,
@@ -454,7 +454,7 @@ def compact(
     story = _narrate(session, backend, config, previous, head_start, split.head, facts, say)
     if story.narrative.agent_summary:
         story.narrative.agent_summary = bounded(story.narrative.agent_summary,
-                                                int(summary_limit * AGENT_SUMMARY_SHARE), counter.text)
+                                                agent_summary_limit(summary_limit), counter.text)
     stage["summarize_ms"] = (time.perf_counter() - t) * 1000
 
     t = time.perf_counter()

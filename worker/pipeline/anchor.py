@@ -18,6 +18,15 @@ from ..session import Message, Session
 # A share of the summary's token limit: the carried summary is the narrative, the ledger's facts
 # still need most of the room.
 AGENT_SUMMARY_SHARE = 0.35
+# ... and never the room the ledger's exact facts need: only what a summary has above this. At 8k
+# (a 3k summary) that is nothing: there the quote cost more facts than it carried (tune half, no
+# model: 107 -> 133 of 360 kept; 16k and 32k unchanged). The quote stays in the history.
+LEDGER_FLOOR_TOKENS = 3_000
+
+
+def agent_summary_limit(summary_limit: int) -> int:
+    """Tokens the agent's own summary may take when it is quoted in the Goal."""
+    return max(0, min(int(summary_limit * AGENT_SUMMARY_SHARE), summary_limit - LEDGER_FLOOR_TOKENS))
 # Harness text around the summary itself: Claude Code's preamble and closing instruction, pi's
 # preamble and <summary> tags, and Claude Code's "Analysis:" scratchpad before "Summary:".
 WRAPPER_RES = (
