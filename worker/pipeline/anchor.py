@@ -24,9 +24,13 @@ AGENT_SUMMARY_SHARE = 0.35
 LEDGER_FLOOR_TOKENS = 3_000
 
 
+MIN_QUOTE_TOKENS = 200  # a quote cut to less than this is a fragment ("S[… 8747 chars cut …]l"): none instead
+
+
 def agent_summary_limit(summary_limit: int) -> int:
-    """Tokens the agent's own summary may take when it is quoted in the Goal."""
-    return max(0, min(int(summary_limit * AGENT_SUMMARY_SHARE), summary_limit - LEDGER_FLOOR_TOKENS))
+    """Tokens the agent's own summary may take when it is quoted in the Goal (0: not quoted)."""
+    limit = min(int(summary_limit * AGENT_SUMMARY_SHARE), summary_limit - LEDGER_FLOOR_TOKENS)
+    return limit if limit >= MIN_QUOTE_TOKENS else 0
 # Harness text around the summary itself: Claude Code's preamble and closing instruction, pi's
 # preamble and <summary> tags, and Claude Code's "Analysis:" scratchpad before "Summary:".
 WRAPPER_RES = (
