@@ -20,17 +20,14 @@ from ..session import Message, Session
 AGENT_SUMMARY_SHARE = 0.35
 # ... and never the room the ledger's exact facts need: only what a summary has above this. At 8k
 # (a 3k summary) that is nothing: there the quote cost more facts than it carried (tune half, no
-# model: 107 -> 133 of 360 kept; 16k and 32k unchanged). The quote stays in the history.
+# model: 107 -> 132 of 360 kept; 16k and 32k unchanged). The quote stays in the history.
 LEDGER_FLOOR_TOKENS = 3_000
 
 
-MIN_QUOTE_TOKENS = 200  # a quote cut to less than this is a fragment ("S[… 8747 chars cut …]l"): none instead
-
-
 def agent_summary_limit(summary_limit: int) -> int:
-    """Tokens the agent's own summary may take when it is quoted in the Goal (0: not quoted)."""
-    limit = min(int(summary_limit * AGENT_SUMMARY_SHARE), summary_limit - LEDGER_FLOOR_TOKENS)
-    return limit if limit >= MIN_QUOTE_TOKENS else 0
+    """Tokens the agent's own summary may take when it is quoted in the Goal (0: not quoted, not
+    even as a fragment like "S[… 8747 chars cut …]l")."""
+    return max(0, min(int(summary_limit * AGENT_SUMMARY_SHARE), summary_limit - LEDGER_FLOOR_TOKENS))
 # Harness text around the summary itself: Claude Code's preamble and closing instruction, pi's
 # preamble and <summary> tags, and Claude Code's "Analysis:" scratchpad before "Summary:".
 WRAPPER_RES = (
