@@ -138,7 +138,7 @@ def test_message_ids_are_cited_by_their_shortest_unique_prefix(spotter):
 
 def test_runs_that_changed_something_go_before_looks(spotter):
     session, ledger, sections = spotter
-    _, text, _ = fit_sections(sections, "en", 3000, count, session.id)
+    _, text, _ = fit_sections(sections, "en", 2000, count, session.id)
     runs = list(reversed(ledger.commands))  # newest first, as the fill reads them
     shown = {i for i, c in enumerate(runs) if f"`{cut_middle(one_line(c.command), LISTED_COMMAND_MAX_CHARS)}`" in text}
     changes_missing = [i for i, c in enumerate(runs) if i not in shown and not only_looks(c.command)]

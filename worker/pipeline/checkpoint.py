@@ -107,8 +107,9 @@ RANK_DETAIL = 7  # reads, older runs and tallies, edit snippets, the branch list
 # The first few items of every rank go in before the rest of any rank: a flood of one kind (a log
 # error repeated forty times, a long list of reads) must not starve the user's rules or the files.
 FIRST_PER_RANK = 4
-FIT_ROUNDS = 4  # re-fits when the token estimate of the kept items was short
+FIT_ROUNDS = 6  # re-fits when the token estimate of the kept items was short, or left slack
 FIT_MARGIN = 0.95  # fill only this share of the room the estimate sees: markers and rounding
+TOP_UP_SLACK = 0.01  # a fit that leaves more of its limit than this unused gets another round (tune: 8k 132 -> 140)
 EDIT_SNIPPET_MAX_CHARS = 260  # one line each side (as the ledger cuts them); older ledgers may hold longer
 LEFT_OUT = {
     "en": ("Left out to fit the budget: {what}. Nothing is lost: search session {sid}'s history "
@@ -357,6 +358,7 @@ def fit_sections(sections: dict[str, Section], lang: str, limit: int, count: Cal
     base = _select(sections, set(), units, lang, note, session_id)
     room = (limit - count(render(base))) * FIT_MARGIN
     fitted, text, n = base, render(base), 0
+    best: tuple[dict[str, Section], str, int] | None = None
     for _ in range(FIT_ROUNDS):
         kept: set[tuple[int, ...]] = set()
         left = room
@@ -370,8 +372,15 @@ def fit_sections(sections: dict[str, Section], lang: str, limit: int, count: Cal
         text = render(fitted)
         n = count(text)
         if n <= limit:
-            return fitted, text, n
-        room -= (n - limit) / FIT_MARGIN  # the estimate was short by this much
+            if best is None or n > best[2]:
+                best = (fitted, text, n)
+            if limit - n <= limit * TOP_UP_SLACK or len(kept) == len(units):
+                break
+            room += (limit - n) * FIT_MARGIN  # the estimate was long: fill the slack it left
+        else:
+            room -= (n - limit) / FIT_MARGIN  # the estimate was short by this much
+    if best is not None:
+        return best
     for keep in SHRINK_STEPS:  # last resort: cut by position
         if n <= limit:
             break
