@@ -255,3 +255,13 @@ def generate(backend: Any, messages: list[dict[str, str]], max_tokens: int) -> t
     return text.strip(), {"prompt_tokens": st.prompt_tokens, "decode_tokens": st.decode_tokens,
                           "prompt_ms": round(st.prompt_ms, 1), "decode_ms": round(st.decode_ms, 1),
                           "wall_s": round(time.perf_counter() - t0, 2), "finish_reason": st.finish_reason}
+
+
+def held_tokens(counter: Any, messages: list[Any], cp: Any) -> int:
+    """What an agent holds after checkpoint `cp`: its system + summary, then every message after
+    its boundary (the pipeline's own `before`)."""
+    ids = [m.id for m in messages]
+    start = ids.index(cp.boundary_message_id) + 1 if cp.boundary_message_id in ids else 0
+    held = cp.messages[: len(cp.messages) - len(cp.tail_message_ids)]
+    return counter.messages(held + [m.to_chat() for m in messages[start:]])
+

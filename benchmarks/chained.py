@@ -33,7 +33,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import N_CTX, RESULTS_DIR, figure_title, machine_info, save_figure, write_outputs
+from benchmarks._common import (
+    N_CTX,
+    RESULTS_DIR,
+    figure_title,
+    held_tokens,
+    machine_info,
+    save_figure,
+    write_outputs,
+)
 from benchmarks.real_facts import load_cases
 
 CHAIN = 5  # the issue's chain: five compactions in a row
@@ -63,17 +71,8 @@ def superseded_tallies(first: dict[str, Any], last: dict[str, Any]) -> set[str]:
             if newest.get(t.get("command"), 0) > t["last_seq"]}
 
 
-def _held(counter: Any, messages: list[Any], cp: Any) -> int:
-    """What the agent holds after checkpoint `cp`: its system + summary, then every message
-    after its boundary."""
-    ids = [m.id for m in messages]
-    start = ids.index(cp.boundary_message_id) + 1 if cp.boundary_message_id in ids else 0
-    held = cp.messages[: len(cp.messages) - len(cp.tail_message_ids)]
-    return counter.messages(held + [m.to_chat() for m in messages[start:]])
-
-
 def _held_or_total(counter: Any, messages: list[Any], checkpoints: list[Any]) -> int:
-    return _held(counter, messages, checkpoints[-1]) if checkpoints else counter.messages(
+    return held_tokens(counter, messages, checkpoints[-1]) if checkpoints else counter.messages(
         [m.to_chat() for m in messages])
 
 

@@ -49,6 +49,7 @@ from benchmarks._common import (
     RESULTS_DIR,
     SWE_TRACE,
     figure_title,
+    held_tokens,
     machine_info,
     peak_rss_mb,
     percentile,
@@ -511,20 +512,11 @@ def successive(backend: Any, plan: Plan) -> dict[str, Any]:
         rec["messages"] = len(session.messages)
         runs.append(rec)
         previous = result.checkpoint
-        while _held(counter, session, previous) < usable:
+        while held_tokens(counter, session.messages, previous) < usable:
             session = append_turn(session, turns)
     walls = [r["wall_ms"] / 1000 for r in runs]
     return {"model": backend.model_name, "context_limit": plan.successive_limit, "usable": usable,
             "e2e_s": _p(walls), "runs": runs}
-
-
-def _held(counter: Any, session: Any, cp: Any) -> int:
-    """What the agent holds after checkpoint `cp`: its system + summary, then every message
-    after its boundary (the pipeline's own `before`)."""
-    ids = [m.id for m in session.messages]
-    start = ids.index(cp.boundary_message_id) + 1 if cp.boundary_message_id in ids else 0
-    held = cp.messages[: len(cp.messages) - len(cp.tail_message_ids)]
-    return counter.messages(held + [m.to_chat() for m in session.messages[start:]])
 
 
 def prefix_and_swap(backend: Any, plan: Plan) -> dict[str, Any]:
