@@ -2,7 +2,7 @@
 time at overflow after the previous checkpoint plus the turns that followed it, as an agent
 that keeps working after each compaction does.
 
-    python -m benchmarks.chained [--out benchmarks/results]
+    python -m benchmarks.chained [--quick] [--case NAME] [--out benchmarks/results]   (or: compactd bench chained)
 
 Why: a summary of a summary forgets (the "telephone game" of every agent that re-summarizes
 its own summary). compactd carries its ledger verbatim from one checkpoint to the next
@@ -135,8 +135,15 @@ def _text_share(first: Any, last: Any) -> dict[str, int]:
     return {"shown_first": len(shown), "shown_last": sum(1 for k in shown if k in last.summary_text)}
 
 
-def run(out_dir: Path | None = None, names: list[str] | None = None,
+QUICK_CASE = "cc-entirecli_847ff7d2-4a55-44d7-a3f5-a3afd89f1ee1"  # held out; five compactions at 8k
+QUICK_CONTEXTS = (8_000,)
+
+
+def run(quick: bool = False, out_dir: Path | None = None, names: list[str] | None = None,
         contexts: tuple[int, ...] = CONTEXTS) -> dict[str, Any]:
+    """`quick`: QUICK_CASE at 8k only (as `compactd bench chained --quick` and the test run it)."""
+    if quick:
+        names, contexts = [QUICK_CASE], QUICK_CONTEXTS
     from backends.llama_cpp import LlamaCppBackend
     from backends.models import FAST_MODEL, resolve
     from worker.formats import load
@@ -172,6 +179,8 @@ def run(out_dir: Path | None = None, names: list[str] | None = None,
                         "share": round(kept / total, 4) if total else None},
         "elapsed_s": round(time.monotonic() - t0, 1),
     }
+    result["headline"] = (f"{len(full)} chains of {CHAIN}: {kept}/{total} still-true facts of the first ledger kept"
+                          f" ({result['full_chains']['share']}, goal {GOAL})")
     if out_dir is not None:
         write_outputs(result, out_dir, "chained",
                       lambda r, path: plot(r, path, figure_title("chained compactions, no model", r["machine"])))
@@ -199,10 +208,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=RESULTS_DIR)
     ap.add_argument("--case", action="append", help="only this transcript (facts file stem); repeatable")
+    ap.add_argument("--quick", action="store_true", help=f"{QUICK_CASE} at 8k only")
     args = ap.parse_args(argv)
-    result = run(args.out, args.case)
-    f = result["full_chains"]
-    print(f"{f['runs']} chains of {CHAIN}: {f['kept']}/{f['still_true']} still-true facts kept ({f['share']})")
+    print(run(args.quick, args.out, args.case)["headline"])
     return 0
 
 

@@ -344,7 +344,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     return 0
 
 
-BENCHMARKS = ("tokenizer", "throughput", "real_sessions", "agent_paths", "fidelity", "page")
+BENCHMARKS = ("tokenizer", "throughput", "real_sessions", "agent_paths", "fidelity", "chained", "page")
 # The benchmarks plot with matplotlib, a dev extra (not core): checked before any work is done.
 PLOT_INSTALL = "pip install matplotlib (or pip install 'compactd[dev]')"
 
