@@ -374,7 +374,8 @@ def _narrate(session: Session, backend: Backend, config: CompactionConfig, previ
         )
     elif not head:
         # An explicit compaction of an agent-compacted transcript: nothing new for the model.
-        fallback = "nothing after the agent's summary is outside the recent tail: its summary carried, facts from the whole history"
+        fallback = ("nothing after the agent's summary is outside the recent tail: facts from the whole history, "
+                    "the agent's summary quoted where the budget has room for it")
     if not narrative.goal:
         narrative.goal = fallback_goal
     if prev_narr is not None and (not result or fallback):
