@@ -10,12 +10,7 @@ its own summary). compactd carries its ledger verbatim from one checkpoint to th
 and its own supersession rules. This measures what is left, after up to CHAIN compactions, of
 the facts the FIRST checkpoint's ledger held that are still true at the end:
 
-- kept: the fact's key is in the last checkpoint's ledger. Keys: a file's path, an error's
-  line (resolved or not: a later pass resolves it, the line stays), a command's text (a re-run
-  updates its status), a commit, a branch, a quoted user message.
-- no longer true, and not counted: a test tally a newer tally of the same command replaced
-  (the ledger keeps "only the latest test results"), and a file whose newest action deleted it
-  after the first checkpoint is still kept by path, so nothing else is excused.
+RULES (below): what "kept" and "still true" mean.
 
 Also reported, without a goal: how many of the facts the first checkpoint's TEXT showed are in
 the last checkpoint's text (the text is budgeted, so newer facts may outrank older ones).
@@ -49,6 +44,10 @@ CONTEXTS = (8_000, 16_000, 32_000)  # the windows of the real set
 GOAL = 0.99  # share of the first checkpoint's still-true ledger facts the last one must hold
 MIN_COMPACTIONS = 2  # a chain of one compaction has nothing to carry
 RETRY_SHARE = 0.10  # after a refusal, the next try waits for this share of usable more (the loop guard's own)
+RULES = ("kept: the fact's key is in the last checkpoint's ledger. Keys: a file's path, an error's line (resolved "
+         "or not: a later pass resolves it, the line stays), a command's text (a re-run updates its status), a "
+         "commit, a branch, a quoted user message. No longer true, and not counted: a test tally that a newer tally "
+         "of the same command replaced (the ledger keeps only the latest test results). Nothing else is excused.")
 
 
 def ledger_keys(ledger: dict[str, Any]) -> dict[str, set[str]]:
@@ -57,7 +56,7 @@ def ledger_keys(ledger: dict[str, Any]) -> dict[str, set[str]]:
         "files": {f["path"] for f in ledger.get("files", [])},
         "errors": {e["text"] for e in ledger.get("errors", [])},
         "commands": {c["command"] for c in ledger.get("commands", [])},
-        "tallies": {f"{t.get('command')}\x00{t['text']}" for t in ledger.get("tallies", [])},
+        "tallies": {_tally_key(t) for t in ledger.get("tallies", [])},
         "commits": {c.get("sha") or c["text"] for c in ledger.get("commits", [])},
         "branches": {b["name"] for b in ledger.get("branches", [])},
         "user": {u["message_id"] for u in ledger.get("user_instructions", [])},
@@ -67,8 +66,11 @@ def ledger_keys(ledger: dict[str, Any]) -> dict[str, set[str]]:
 def superseded_tallies(first: dict[str, Any], last: dict[str, Any]) -> set[str]:
     """The first ledger's tallies that a newer tally of the same command replaced."""
     newest = {t.get("command"): t["last_seq"] for t in last.get("tallies", [])}
-    return {f"{t.get('command')}\x00{t['text']}" for t in first.get("tallies", [])
-            if newest.get(t.get("command"), 0) > t["last_seq"]}
+    return {_tally_key(t) for t in first.get("tallies", []) if newest.get(t.get("command"), 0) > t["last_seq"]}
+
+
+def _tally_key(tally: dict[str, Any]) -> str:
+    return f"{tally.get('command')}\x00{tally['text']}"
 
 
 def _held_or_total(counter: Any, messages: list[Any], checkpoints: list[Any]) -> int:
@@ -173,7 +175,7 @@ def run(quick: bool = False, out_dir: Path | None = None, names: list[str] | Non
     kept = sum(r["kept"] for r in full)
     result = {
         "benchmark": "chained", "machine": machine_info(), "chain": CHAIN, "goal": GOAL,
-        "rules": __doc__.split("\n\n")[2],
+        "rules": RULES,
         "rows": rows,
         "full_chains": {"runs": len(full), "still_true": total, "kept": kept,
                         "share": round(kept / total, 4) if total else None},

@@ -454,8 +454,8 @@ def compact(
     t = time.perf_counter()
     story = _narrate(session, backend, config, previous, head_start, split.head, facts, say)
     if story.narrative.agent_summary:
-        quote = agent_summary_limit(summary_limit)  # 0: not quoted here (it stays in the history)
-        story.narrative.agent_summary = bounded(story.narrative.agent_summary, quote, counter.text) if quote else ""
+        story.narrative.agent_summary = bounded(story.narrative.agent_summary, agent_summary_limit(summary_limit),
+                                                counter.text)  # "" where it has no room (it stays in the history)
     stage["summarize_ms"] = (time.perf_counter() - t) * 1000
 
     t = time.perf_counter()

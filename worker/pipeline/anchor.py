@@ -25,8 +25,7 @@ LEDGER_FLOOR_TOKENS = 3_000
 
 
 def agent_summary_limit(summary_limit: int) -> int:
-    """Tokens the agent's own summary may take when it is quoted in the Goal (0: not quoted, not
-    even as a fragment like "S[… 8747 chars cut …]l")."""
+    """Tokens the agent's own summary may take when it is quoted in the Goal (0: not quoted)."""
     return max(0, min(int(summary_limit * AGENT_SUMMARY_SHARE), summary_limit - LEDGER_FLOOR_TOKENS))
 # Harness text around the summary itself: Claude Code's preamble and closing instruction, pi's
 # preamble and <summary> tags, and Claude Code's "Analysis:" scratchpad before "Summary:".
@@ -55,7 +54,10 @@ def summary_body(text: str) -> str:
 
 
 def bounded(text: str, limit_tokens: int, count: Callable[[str], int]) -> str:
-    """`text` cut in the middle (with a marker saying how much went) to at most `limit_tokens`."""
+    """`text` cut in the middle (with a marker saying how much went) to at most `limit_tokens`;
+    nothing where the limit leaves no room (not a fragment like "S[… 8747 chars cut …]l")."""
+    if limit_tokens <= 0:
+        return ""
     n = count(text)
     chars = len(text)
     out = text

@@ -214,6 +214,15 @@ def bullets(texts: list[str]) -> Section:
 
 
 # ---------------------------------------------------------------------------- fact sections
+def _once(seen: set[str], key: str | None, text: str) -> str:
+    """`text` the first time `key` is named in a dense list, "" after (the run is named above)."""
+    if not key:
+        return text
+    first = key not in seen
+    seen.add(key)
+    return text if first else ""
+
+
 def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | None = None,
                     dense: bool = False) -> dict[str, Section]:
     """Critical Context, Relevant Files and Constraints & Preferences, from the ledger; message
@@ -237,9 +246,8 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
         subs = []
         for e in unresolved:
             src = f" — {t['from']} {code(cut_middle(one_line(e.command), ERROR_COMMAND_MAX_CHARS))}" if e.command else ""
-            if dense and e.command:
-                src = "" if e.command in named else src
-                named.add(e.command)
+            if dense:
+                src = _once(named, e.command, src)
             tries = f", {e.attempts} {t['attempts']}" if e.attempts > 1 else ""
             subs.append(f"{err(e.text)}{src}{at(e)} ({ids(e.message_ids)}{tries})")
         critical.append(Bullet(f"{t['unresolved']}:", subs=subs, rank=RANK_OPEN_ERROR, group=True))
@@ -248,9 +256,8 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
         fixes: set[str] = set()  # dense: a run that fixed several errors is named at the first only
         for e in resolved:
             by = f" {code(one_line(e.resolved_by_command))}" if e.resolved_by_command else ""
-            if dense and e.resolved_by_command:
-                by = "" if e.resolved_by_command in fixes else by
-                fixes.add(e.resolved_by_command)
+            if dense:
+                by = _once(fixes, e.resolved_by_command, by)
             subs.append(f"{err(e.text)} — {t['resolved_by']}{by} ({ids([e.resolved_by])})")
         critical.append(Bullet(f"{t['resolved']}:", subs=subs, rank=RANK_RESOLVED, group=True))
     if ledger.tallies:
@@ -450,7 +457,7 @@ def fit_dense(sections: dict[str, Section], lang: str, limit: int, count: Callab
     goal = fitted.get("Goal", Section()).text
     room = limit - (n - count(goal)) if goal else 0
     if goal:
-        fitted = {**fitted, "Goal": Section(text=bounded(goal, room, count) if room > 0 else "")}
+        fitted = {**fitted, "Goal": Section(text=bounded(goal, room, count))}
         text = render(fitted)
         n = count(text)
     if n > limit:  # a quoted rule or a file list longer than the whole budget: the text itself, cut
