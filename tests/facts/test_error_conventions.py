@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from worker.facts.output import CONVENTIONS, error_findings, error_lines, is_project_path
+from worker.facts.output import (
+    CONVENTIONS,
+    LINT_MORE,
+    MAX_ERROR_LINES_PER_RESULT,
+    MAX_LINT_LINES_PER_RULE,
+    error_findings,
+    error_lines,
+    is_project_path,
+)
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "error_conventions"
 
@@ -87,36 +95,47 @@ def test_the_location_travels_with_the_error_into_the_checkpoint():
 
 
 def test_eslint_stylish_keeps_each_error_with_its_file_and_rule_not_warnings():
-    from worker.facts.output import LINT_MORE, MAX_LINT_LINES_PER_RESULT
-
-    # eslint/eslint docs/src/use/formatters/index.md, the stylish example output.
+    # eslint/eslint docs/src/use/formatters/index.md, the stylish example output: five errors of
+    # five rules, each kept with its file.
     found = error_findings(read("eslint_stylish.txt"))
     path = "/var/lib/jenkins/workspace/eslint Release/eslint/fullOfProblems.js"
     assert found[0] == ("1:10  error    'addOne' is defined but never used                              no-unused-vars", path)
-    # Five errors: the first MAX_LINT_LINES_PER_RESULT kept with their file, the rest counted (issue 22).
-    lint = [(text, at) for text, at in found if "  error  " in text]
-    assert len(lint) == MAX_LINT_LINES_PER_RESULT and all(at == path for _, at in lint)
-    assert found[-1] == (LINT_MORE.format(n=5 - MAX_LINT_LINES_PER_RESULT, rule="eslint"), None)
+    assert [text.split()[-1] for text, _ in found] == [
+        "no-unused-vars", "use-isnan", "space-unary-ops", "no-useless-assignment", "consistent-return"]
+    assert all(at == path for _, at in found)
     assert not any("warning" in text or "problems" in text for text, _ in found)
 
 
 def test_biome_keeps_the_rule_header_with_its_message():
     # biomejs/biome crates/biome_js_analyze/tests/specs/suspicious/noDoubleEquals/invalid.js.snap (first diagnostic)
     assert error_findings(read("biome_no_double_equals.txt")) == [
-        ("invalid.js:3:5 lint/suspicious/noDoubleEquals", "× Using == may be unsafe if you are relying on type coercion.")]
+        ("invalid.js:3:5 lint/suspicious/noDoubleEquals × Using == may be unsafe if you are relying on type coercion.",
+         None)]
     # crates/biome_cli/tests/snapshots/main_commands_lint/lint_error.snap: the termination summary is not a diagnostic.
     assert error_findings(read("biome_lint_error.snap")) == [
-        ("check.js:1:6 lint/correctness/noConstantCondition", "× This condition always evaluates to the same value.")]
+        ("check.js:1:6 lint/correctness/noConstantCondition × This condition always evaluates to the same value.", None)]
 
 
-def test_markdownlint_keeps_its_rule_lines_capped_like_every_lint_run():
-    from worker.facts.output import LINT_MORE, MAX_LINT_LINES_PER_RESULT
+def test_biome_format_diagnostics_and_the_at_prefix():
+    # cc-contextevaluator_8ecab05f (tune half; PackmindHub/context-evaluator, Apache-2.0), lines 344
+    # and 381: `biome check` as bun ran it, each header after `at `: a whole-file format diagnostic
+    # (no line:col), and a rule's, printed twice by two runs (one fact).
+    assert error_lines(read("biome_format_at.txt")) == [
+        "frontend/src/components/ContextTab.tsx format × Formatter would have printed the following content:",
+        'error: script "lint" exited with code 1']
+    assert error_lines(read("biome_check_at.txt")) == [
+        "frontend/src/components/ContextTab.tsx:3:10 lint/correctness/noUnusedImports × Several of these imports "
+        "are unused.",
+        'error: script "lint:fix" exited with code 1']
 
-    # DavidAnson/markdownlint-cli2 formatter-default/README.md, the example output (13 violations).
+
+def test_markdownlint_keeps_one_line_per_rule_and_counts_the_rest():
+    # DavidAnson/markdownlint-cli2 formatter-default/README.md, the example output (13 violations
+    # of 12 rules): the first six rules' lines, up to the per-result bound, then a count.
     found = error_findings(read("markdownlint_cli2_default.txt"))
     assert found[0][0].startswith("dir/about.md:1:1 MD021/no-multiple-space-closed-atx Multiple spaces")
-    assert len(found) == MAX_LINT_LINES_PER_RESULT + 1
-    assert found[-1] == (LINT_MORE.format(n=13 - MAX_LINT_LINES_PER_RESULT, rule="markdownlint"), None)
+    assert len(found) == MAX_ERROR_LINES_PER_RESULT + 1
+    assert found[-1] == (LINT_MORE.format(n=13 - MAX_ERROR_LINES_PER_RESULT, rule="markdownlint"), None)
     # Not a markdownlint line: a path with a line number in prose, a warning, a heading id.
     assert error_findings("see README.md:12 for the setup\nviewme.md:5 warning MD012/no-multiple-blanks x\n"
                           "## MD012 rule\n") == []
@@ -210,16 +229,28 @@ def test_new_rows_do_not_fire_on_passing_output():
     assert error_lines(passing) == []
 
 
-def test_one_lint_run_gives_its_first_lines_and_a_count_of_the_rest() -> None:
-    from worker.facts.output import LINT_MORE, MAX_LINT_LINES_PER_RESULT, error_lines
-
+def test_one_lint_run_gives_each_rule_once_and_a_count_of_the_rest() -> None:
     out = "\n".join(["/repo/articles/a.md"] + [f"  {i}:1  error  Disallow to use \"?\"  no-exclamation-question-mark"
                                                 for i in range(1, 11)] + ["Error: lint failed"])
     lines = error_lines(out)
     lint = [x for x in lines if "  error  " in x]
-    assert len(lint) == MAX_LINT_LINES_PER_RESULT and lint[0].startswith("1:1  error")
+    assert len(lint) == MAX_LINT_LINES_PER_RULE and lint[0].startswith("1:1  error")
     assert "Error: lint failed" in lines  # the other errors of the run are not crowded out
-    assert LINT_MORE.format(n=10 - MAX_LINT_LINES_PER_RESULT, rule="eslint") in lines
+    assert LINT_MORE.format(n=10 - MAX_LINT_LINES_PER_RULE, rule="eslint") in lines
+
+
+def test_textlint_multi_line_messages_are_one_rule_each():
+    # cc-meow-ja_f29a7049 (tune half; 135yshr/meow, MIT), line 141: textlint's stylish output,
+    # whose messages run over several lines with the rule id on the last (so a rule is its
+    # message there); 52 violations, the first six distinct ones kept.
+    lines = error_lines(read("textlint_stylish_ja.txt"))
+    assert lines[:3] == [
+        '60:26  error  一文に二回以上利用されている助詞 "が" がみつかりました。',
+        "66:1   error  Line 66 sentence length(108) exceeds the maximum sentence length of 100.",
+        '185:40  error  Disallow to use "?"' + " " * 75 + "ja-technical-writing/no-exclamation-question-mark",
+    ]
+    assert len(lines) == MAX_ERROR_LINES_PER_RESULT + 1 and lines[-1] == LINT_MORE.format(n=46, rule="eslint")
+    assert not any("60:35" in line for line in lines)  # the same message again is the same rule
 
 
 def test_bun_git_conflict_and_shell_syntax_rows():
@@ -245,3 +276,51 @@ def test_codex_apply_patch_refusal_is_an_error():
     assert error_lines(read("codex_apply_patch_error.txt")) == [
         "apply_patch verification failed: Failed to find expected lines in /home/entity/projects/EntityProcess/"
         "agentv__worktrees/av-raf-5-results-sync-merge-signal/packages/core/test/evaluation/results-repo.test.ts:"]
+
+
+def test_a_file_tools_refusal_fails_it_without_an_error_flag():
+    # Codex's apply_patch answers with a bare string (no success flag): the refusal is the failure.
+    from tests.fakes import SessionBuilder
+    from worker.facts.actions import scan_actions
+
+    b = SessionBuilder()
+    b.user("fix the test")
+    b.tool("apply_patch", {"input": "*** Begin Patch\n*** Update File: a.ts\n*** End Patch"},
+           read("codex_apply_patch_error.txt"))
+    b.tool("apply_patch", {"input": "*** Begin Patch\n*** Update File: b.ts\n*** End Patch"},
+           "Success. Updated the following files:\nM b.ts\n")
+    failed, ok = [a for a in scan_actions(b.messages) if a.tool == "apply_patch"]
+    assert failed.status == "failed" and failed.errors[0].startswith("apply_patch verification failed:")
+    assert failed.files == []  # the edit did not happen
+    assert ok.status == "ok" and ok.errors == [] and ok.files == [("b.ts", "modified")]
+
+
+def test_codexs_exec_envelope_is_not_the_error():
+    # codex-cli-agentv_019efc87 (tune half), line 68: `bd show … --json` exits 1 with no line any
+    # row knows; the envelope (codex-rs unified_exec.rs format_response) is not what failed.
+    from worker.facts.output import first_meaningful_line
+
+    out = ("Chunk ID: 9ac387\nWall time: 1.1419 seconds\nProcess exited with code 1\nOriginal token count: 36\n"
+           "Output:\n{\n  \"error\": \"no issues found matching the provided IDs\",\n  \"schema_version\": 1\n}\n"
+           "Error fetching av-raf.5: no issue found matching \"av-raf.5\"\n")
+    assert first_meaningful_line(out) == 'Error fetching av-raf.5: no issue found matching "av-raf.5"'  # not the JSON
+
+
+def test_anyhow_causes_are_kept_with_the_error():
+    # codex-cli-agentv_019efc87 (tune half), line 1035: workmux (Rust, anyhow) failing; the cause
+    # under `Caused by:` is what to fix.
+    out = ("Chunk ID: d2438e\nWall time: 0.4965 seconds\nProcess exited with code 1\nOriginal token count: 106\n"
+           "Output:\n⚠️  Warning: PR #1510 is a DRAFT.\nPR #1510: feat(results): signal auto-merged remote pushes\n"
+           "Author: christso\nBranch: fix/av-raf-5-results-sync-merge-signal\n"
+           "Error: Failed to create worktree environment for branch 'fix/av-raf-5-results-sync-merge-signal'\n\n"
+           "Caused by:\n    A worktree for branch 'fix/av-raf-5-results-sync-merge-signal' already exists. "
+           "Use 'workmux open fix/av-raf-5-results-sync-merge-signal' to open it.\n")
+    assert error_lines(out) == [
+        "Error: Failed to create worktree environment for branch 'fix/av-raf-5-results-sync-merge-signal'",
+        "A worktree for branch 'fix/av-raf-5-results-sync-merge-signal' already exists. "
+        "Use 'workmux open fix/av-raf-5-results-sync-merge-signal' to open it."]
+    # anyhow's numbered chain (docs.rs/anyhow, the `{:?}` example); an unindented line ends it.
+    chain = ("Error: Failed to read instrs from ./path/to/instrs.json\n\nCaused by:\n"
+             "    0: failed to open\n    1: No such file or directory (os error 2)\nnot a cause\n")
+    assert error_lines(chain) == ["Error: Failed to read instrs from ./path/to/instrs.json", "failed to open",
+                                  "No such file or directory (os error 2)"]

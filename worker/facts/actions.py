@@ -21,6 +21,7 @@ from typing import Any
 from ..session import Message
 from .output import (
     ABORTED_RE,
+    AGENT_TOOL_ERROR_RE,
     BRANCH_OUTPUT_RE,
     COMMIT_OUTPUT_RE,
     EXIT_CODE_RE,
@@ -32,6 +33,7 @@ from .output import (
     find_tallies,
     first_meaningful_line,
     output_excerpt,
+    unwrap_line,
 )
 from .shell import (
     BRANCH_CMD_RE,
@@ -144,6 +146,9 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
     lname = action.tool.lower()
     file_tool = lname in READ_TOOLS | WRITE_TOOLS | EDIT_TOOLS | EDITOR_TOOLS | PATCH_TOOLS
     action.exit_code = exit_code_of(output) if not file_tool else None
+    if file_tool and not is_error:
+        first = first_meaningful_line(output)
+        is_error = bool(first and AGENT_TOOL_ERROR_RE.match(unwrap_line(first)))
     if action.exit_code == 1 and action.command and last_program(action.command) in EXIT_1_OK_PROGRAMS:
         action.exit_code = 0  # `grep` found nothing: an answer, not an error
         is_error = False

@@ -24,11 +24,19 @@ LinePredicate = Callable[[str, str], object]
 
 MAX_ERROR_LINES_PER_RESULT = 6  # one failing run can print hundreds; the first few identify it
 # A linter prints one line per rule violation (ESLint's stylish formatter, which textlint and
-# markuplint reuse; Biome's headers): the first few say what the run found, a count says the rest,
-# so one lint run does not crowd out the other facts (issue 22). Chosen on the tune half.
+# markuplint reuse; Biome's headers; markdownlint's rule lines): the first line of each rule says
+# what the run found, a count says the rest, so one lint run does not crowd out the other facts
+# (issue 22). A rule is its id (`no-unused-vars`, `lint/style/useConst`, `MD040`) or, where the
+# formatter wraps the id onto a later line (textlint's multi-line messages), the message.
 LINT_ROWS = frozenset({"eslint", "biome", "markdownlint"})
-MAX_LINT_LINES_PER_RESULT = 1  # tune half, no model: 1 kept 98/256 at 8k, 2-4 kept 97 (16k, 32k equal)
+MAX_LINT_LINES_PER_RULE = 1  # the same rule's next violation is the same fix in another place
 LINT_MORE = "… {n} more lint errors in this output ({rule})"
+LINT_RULE_RES = (  # tried in order: the first that matches names the rule
+    re.compile(r"\s{2,}([@\w/-]+)$"),  # stylish: the rule id ends the line
+    re.compile(r":\d+:\d+ ((?:lint|assist|parse|format|check)\S*)|^\S+\.\w+ (format)\b"),  # Biome's category
+    re.compile(r" (MD\d{3})/"),  # markdownlint's rule number
+    re.compile(r"^\d+:\d+\s+error\s+(.+)$"),  # stylish without an id on the line: the message
+)
 ERROR_LINE_MAX_CHARS = 400  # a minified-JS or HTML dump on one line is not an error message
 OUTPUT_EXCERPT_MAX_CHARS = 160  # a short output (like `345`) is a fact; a long one is a log
 OUTPUT_EXCERPT_MAX_LINES = 2  # ... and so is a two-line answer; a third line makes it a log
@@ -44,15 +52,24 @@ CI_LOG_PREFIX_RE = re.compile(r"^[^\t\n]*\t[^\t\n]*\t\d{4}-\d\d-\d\dT[\d:.]+Z (?
 # that is "(none)" says nothing happened.
 SHELL_ENVELOPE_NONE = r"(?:Error|Signal|Background PIDs|Process Group PGID|Directory): \(none\)$"
 SHELL_ENVELOPE_NONE_RE = re.compile(SHELL_ENVELOPE_NONE)
+# Codex's exec envelope around a command's output: `Chunk ID`, `Wall time: 0.1486 seconds`,
+# `Process exited with code 1` (an exit code, read as one), `Process running with session ID`,
+# `Original token count`, `Output:` (codex-rs core/src/tools/handlers/unified_exec.rs
+# format_response); the older `Exit code: 1` / `Wall time` / `Output:` (format_exec_output_str)
+# and its truncation note `Total output lines: N`.
+CODEX_ENVELOPE = (r"Chunk ID: \w+$|Wall time: [\d.]+ seconds$|Process running with session ID \S+$"
+                  r"|Original token count: \d+$|Total output lines: \d+$|Output:$")
 NOISE_LINE_RE = re.compile(
     r"^(?:>|\$ |bash-\$|\(Open file: |\(Current directory: |Debugger attached\.|Waiting for the debugger"
-    r"|For help, see: |\(Use `node --trace-warnings|Your command ran successfully|" + SHELL_ENVELOPE_NONE + ")")
+    r"|For help, see: |\(Use `node --trace-warnings|Your command ran successfully|" + SHELL_ENVELOPE_NONE
+    + "|" + CODEX_ENVELOPE + ")")
 # Exit status as agents print it: Claude Code `Exit code 1`, pi `Command exited with code 1`,
 # Codex `Exit code: 1` / `Process exited with code 1`, Gemini CLI and Qwen Code `Exit Code: 1`,
 # plain `exit status 1`.
 EXIT_CODE_RE = re.compile(
     r"^\s*(?:Command exited with code|Process exited with code|Exit [Cc]ode:?|exit code:?|exit status:?)\s*(-?\d+)\b",
     re.MULTILINE)
+JSON_LINE_RE = re.compile(r'^(?:[\[\]{},]+|"[^"]*"\s*:.*)$')  # a pretty-printed JSON document's line
 EXIT_CODE_JSON_RE = re.compile(r'"exit_code"\s*:\s*(-?\d+)')  # Codex function_call_output JSON
 ABORTED_RE = re.compile(r"^\s*Command (?:aborted|timed out)\b", re.MULTILINE)
 # SWE-agent shell footer and "no output" notice: not part of the command's real output.
@@ -106,6 +123,7 @@ PYTEST_CRASH_RE = re.compile(r"^\S+:\d+: \w[\w.]*$")  # pytest's reprcrash line 
 PY_FRAME_RE = re.compile(r'^File "([^"]+)", line \d+')  # traceback's frame line (traceback.StackSummary.format)
 RUSTC_LOCATION_LOOKAHEAD = 2  # rustc prints `-->` right under the headline
 PYTEST_CRASH_LOOKAHEAD = 40  # an `E` block (a long assertion diff) before `path:N: ExcType`
+CAUSE_LOOKBACK = 8  # anyhow numbers a chain's causes; a few lines of them
 GO_FRAMES_LOOKAHEAD = 60  # goroutine traces list a few frames per goroutine; the first project frame is near
 
 
@@ -113,8 +131,21 @@ def is_project_path(path: str) -> bool:
     return not NOT_PROJECT_PATH_RE.search(path)
 
 
-ESLINT_LINE_RE = re.compile(r"^\d+:\d+\s+error\s+\S.*\S\s{2,}[@\w/-]+$")  # stylish: `line:col  error  msg  rule`
-BIOME_HEADER_RE = re.compile(r"^(\S+:\d+:\d+ (?:lint|assist|parse|format|check)(?:/[\w-]+)*)(?:\s|$)")
+# The coding agents' own edit-tool refusals (sources in the "agent tool error" row). A file tool
+# answers with one in place of its result, so it marks that result failed even where the agent
+# sent no error flag (Codex's apply_patch output is a bare string).
+AGENT_TOOL_ERROR_RE = re.compile(
+    r"^(?:File has not been read yet\b|File has been modified since read\b|String to replace not found in file\b"
+    r"|Found \d+ matches of the string to replace\b|Could not find (?:the exact text|edits\[\d+\]) in \S"
+    r"|Found \d+ occurrences of the text in \S|No changes made to \S|oldString not found in content\b"
+    r"|Could not find oldString in the file\b|Found multiple matches for oldString\b|apply_patch verification failed: \S)")
+# stylish: `line:col  error  msg  rule`; a multi-line message (textlint's) ends with the rule
+# id on its last line, so the id is not required on the first.
+ESLINT_LINE_RE = re.compile(r"^\d+:\d+\s+error\s+\S.*$")
+# Biome's header: `path:line:col category` (a rule's), or `path format ━━━` for a whole-file
+# format diagnostic; some CLI versions print it after `at ` (cc-contextevaluator, tune half).
+BIOME_HEADER_RE = re.compile(r"^(?:at )?(\S+:\d+:\d+ (?:lint|assist|parse|format|check)(?:/[\w-]+)*(?=\s|$)"
+                             r"|\S+\.\w+ format(?= ━{3}))")
 MARKDOWNLINT_LINE_RE = re.compile(r"^\S+:\d+(?::\d+)? (?:error )?MD\d{3}(?:/[\w-]+)+ \S.*$")
 NPM_MESSAGE_RE = re.compile(r"^npm (?:ERR!|error) (?!(?:code|errno|syscall|path|dest)\b)\S")
 JEST_FRAME_RE = re.compile(r"^at (?:.+ \()?([^()\s]+):\d+:\d+\)?$")  # V8 stack frame, as jest prints it
@@ -227,6 +258,18 @@ def _go_panic_frame(lines: Lines, i: int) -> str | None:
                   lambda _raw, line: line.startswith(("exit status", "FAIL")))
 
 
+def _under_caused_by(lines: Lines, i: int) -> bool:
+    """Is this line an indented cause under anyhow's `Caused by:` heading?"""
+    if not lines[i][0][:1].isspace():
+        return False
+    for raw, line in reversed(lines[max(0, i - CAUSE_LOOKBACK):i]):
+        if line == "Caused by:":
+            return True
+        if not raw[:1].isspace():
+            return False
+    return False
+
+
 def _go_test_failed(lines: Lines, i: int) -> bool:
     """Is this `x_test.go:N:` line a failing test's message? A passing or skipped test's t.Log
     prints the same format; go test prints it before the verdict (-v) or after it."""
@@ -248,13 +291,16 @@ def _go_test_failed(lines: Lines, i: int) -> bool:
 @dataclass(frozen=True)
 class Convention:
     """One tool's error line. `at` finds what else a developer quotes with it (the `-->` location,
-    the first project frame); `when` rejects a match its context shows is not a failure;
-    a `heading` only names the failure, so the lines under it come first."""
+    the first project frame); `message` finds the line that says what a header line is about
+    (Biome's `× message`), kept on the header's line, since neither is the error alone; `when`
+    rejects a match its context shows is not a failure; a `heading` only names the failure, so
+    the lines under it come first."""
 
     name: str
     line: re.Pattern[str]  # searched in one unwrapped line; with a group, the group is what is kept
     source: str
     at: Callable[[list[tuple[str, str]], int], str | None] | None = None
+    message: Callable[[list[tuple[str, str]], int], str | None] | None = None
     when: Callable[[list[tuple[str, str]], int], bool] | None = None
     heading: bool = False
 
@@ -302,7 +348,7 @@ CONVENTIONS: tuple[Convention, ...] = (
                at=_eslint_file, when=_eslint_message),
     Convention("biome", BIOME_HEADER_RE,
                "Biome diagnostics: `path:line:col lint/group/ruleName  FIXABLE  ━━━` then `× message` "
-               "(biome_diagnostics PrintHeader; biomejs.dev/reference/diagnostics)", at=_biome_message),
+               "(biome_diagnostics PrintHeader; biomejs.dev/reference/diagnostics)", message=_biome_message),
     Convention("markdownlint", MARKDOWNLINT_LINE_RE,
                "markdownlint-cli2's default formatter, markdownlint-cli's output: `file:line[:col] [error] "
                "MDnnn/rule-name description [details] [Context: …]` (markdownlint-cli2 formatter-default/README.md); "
@@ -331,11 +377,7 @@ CONVENTIONS: tuple[Convention, ...] = (
     Convention("surefire tally", _rx(r"^(?:\[ERROR\] )?Tests run: \d+, Failures: \d+, Errors: \d+, Skipped: \d+.*<<< (?:FAILURE|ERROR)!"),
                "Maven Surefire test set: `Tests run: 2, Failures: 1, Errors: 0, Skipped: 0, Time elapsed: … <<< FAILURE!` "
                "(TestSetStats FAILURE_MARKER)", heading=True),
-    Convention("agent tool error", _rx(
-        r"^(?:File has not been read yet\b|File has been modified since read\b|String to replace not found in file\b"
-        r"|Found \d+ matches of the string to replace\b|Could not find (?:the exact text|edits\[\d+\]) in \S"
-        r"|Found \d+ occurrences of the text in \S|No changes made to \S|oldString not found in content\b"
-        r"|Could not find oldString in the file\b|Found multiple matches for oldString\b|apply_patch verification failed: \S)"),
+    Convention("agent tool error", AGENT_TOOL_ERROR_RE,
                "coding agents' edit-tool refusals: Claude Code `<tool_use_error>File has not been read yet…` / "
                "`String to replace not found in file.` (FileEditTool validateInput); pi `Could not find the exact text in "
                "<path>. The old text must match exactly…` (pi-mono coding-agent/src/core/tools/edit.ts); opencode "
@@ -358,6 +400,10 @@ CONVENTIONS: tuple[Convention, ...] = (
     Convention("rust panic", _rx(r"^thread '.*' panicked at "),
                "Rust std: `thread 'main' panicked at src/main.rs:9:5:` (std/src/panicking.rs default hook)"),
     Convention("git", _rx(r"(?:^|: )fatal: \S"), "git's die(): `fatal: msg` (usage.c), also quoted inside a wrapper's message"),
+    Convention("error cause", _rx(r"^(?:\d+: )?(\S.*)$"),
+               "anyhow's report of an error returned from main: `Error: msg`, a blank line, `Caused by:` and the "
+               "indented causes, numbered `0: …` where there are several (anyhow Debug for Error, docs.rs/anyhow "
+               "\"Display representations\"); the root cause is what to fix", when=_under_caused_by),
     Convention("generic error", _rx(r"^(?:[A-Z]\w* )?(?:Error|ERROR|FATAL|Fatal error): \S"),
                "node's uncaught `Error: msg` (util.inspect of an Error) and CLIs' `Error: …`, `API Error: 400 …`"),
     Convention("framework log", _rx(r"^\[\w+\]\s.*\s(?:ERROR|FATAL)\s"),
@@ -376,6 +422,14 @@ CONVENTIONS: tuple[Convention, ...] = (
     Convention("auth", _rx(r"^(?:Invalid|Missing|Expired|Revoked) (?:API key|access token|credentials)\b"),
                "MCP tools' and API CLIs' auth refusals (`Invalid API key. …`)"),
 )
+
+
+def _lint_rule(text: str) -> str:
+    for rx in LINT_RULE_RES:
+        m = rx.search(text)
+        if m:
+            return next(g for g in m.groups() if g)
+    return text
 
 
 def output_lines(output: str) -> list[str]:
@@ -413,22 +467,26 @@ def error_findings(output: str) -> list[tuple[str, str | None]]:
             m = rule.line.search(line)
             if m and (rule.when is None or rule.when(lines, i)):
                 text = m.group(1) if m.groups() else line
+                said = rule.message(lines, i) if rule.message else None
+                text = f"{text} {said}" if said else text
                 found.append((rule.heading, text, rule.at(lines, i) if rule.at else None, rule.name))
                 break
     out: list[tuple[str, str | None]] = []
-    lint: dict[str, int] = {}  # per lint row: its lines seen
+    per_rule: dict[tuple[str, str], int] = {}  # (lint row, rule): its lines seen
+    left_out: dict[str, int] = {}  # per lint row: the lines not kept
     for _, text, at, name in sorted(found, key=lambda f: f[0]):  # stable: output order within each kind
         text = cut_middle(text, ERROR_LINE_MAX_CHARS)
         if any(text == t for t, _ in out):
             continue
         if name in LINT_ROWS:
-            lint[name] = lint.get(name, 0) + 1
-            if lint[name] > MAX_LINT_LINES_PER_RESULT:
+            rule = (name, _lint_rule(text))
+            per_rule[rule] = per_rule.get(rule, 0) + 1
+            if per_rule[rule] > MAX_LINT_LINES_PER_RULE or len(out) >= MAX_ERROR_LINES_PER_RESULT:
+                left_out[name] = left_out.get(name, 0) + 1
                 continue
         if len(out) < MAX_ERROR_LINES_PER_RESULT:
             out.append((text, at and cut_middle(at, ERROR_LINE_MAX_CHARS)))
-    out += [(LINT_MORE.format(n=n - MAX_LINT_LINES_PER_RESULT, rule=name), None)
-            for name, n in lint.items() if n > MAX_LINT_LINES_PER_RESULT]
+    out += [(LINT_MORE.format(n=n, rule=name), None) for name, n in left_out.items()]
     return out
 
 
@@ -438,8 +496,11 @@ def error_lines(output: str) -> list[str]:
 
 
 def first_meaningful_line(output: str) -> str | None:
+    """The line a failed run without a known error line is remembered by: not the harness's
+    envelope, and not JSON, which is a `--json` CLI's data on stdout (its diagnostic is prose)."""
     for line in output_lines(output):
-        if not NOISE_LINE_RE.match(line) and not EXIT_CODE_RE.match(line) and not ABORTED_RE.match(line):
+        if (not NOISE_LINE_RE.match(line) and not EXIT_CODE_RE.match(line) and not ABORTED_RE.match(line)
+                and not JSON_LINE_RE.match(line)):
             return cut_middle(line, ERROR_LINE_MAX_CHARS)
     return None
 

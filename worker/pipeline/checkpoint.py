@@ -119,7 +119,7 @@ LEFT_OUT = {
            "（`GET /v1/sessions/{{id}}/history/search?q=…`，或按上文的消息 id 用 `…/history/around?message_id=…`；"
            "命令行 `compactd history search {sid} …`）。"),
 }
-ERROR_COMMAND_MAX_CHARS = 100  # an error names the run it came from; the run itself is under Commands
+ERROR_COMMAND_MAX_CHARS = 100  # an error names the run it came from or that fixed it; the run itself is under Commands
 LISTED_COMMAND_MAX_CHARS = 200  # under Commands a run is known by its start and end; a long `--reason="…"` is in the history
 IDS_PER_RUN = 1  # the latest run of a command or tally: `around` it finds the earlier ones
 # Dense rendering (issue 22): where the normal rendering does not fit whole, the same facts
@@ -255,7 +255,8 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
         subs = []
         fixes: set[str] = set()  # dense: a run that fixed several errors is named at the first only
         for e in resolved:
-            by = f" {code(one_line(e.resolved_by_command))}" if e.resolved_by_command else ""
+            by = (f" {code(cut_middle(one_line(e.resolved_by_command), ERROR_COMMAND_MAX_CHARS))}"
+                  if e.resolved_by_command else "")
             if dense:
                 by = _once(fixes, e.resolved_by_command, by)
             subs.append(f"{err(e.text)} — {t['resolved_by']}{by} ({ids([e.resolved_by])})")
