@@ -129,6 +129,21 @@ def test_biome_format_diagnostics_and_the_at_prefix():
         'error: script "lint:fix" exited with code 1']
 
 
+def test_golangci_lint_keeps_one_line_per_linter():
+    # cc-meow-ja_fc996c60 (tune half; 135yshr/meow, MIT), line 536: 58 issues from five linters,
+    # each `file.go:line:col: msg (linter)`; a plain `go vet`/compiler line has no linter.
+    assert error_lines(read("golangci_lint_run.txt")) == [
+        'cmd/meow/main.go:106:24: emptyStringTest: replace `len(args[0]) > 0` with `args[0] != ""` (gocritic)',
+        "pkg/token/doc.go:29:1: File is not properly formatted (gofmt)",
+        'compiler/compiler.go:225:18: shadow: declaration of "err" shadows declaration at line 218 (govet)',
+        "compiler/compiler.go:88:10: ST1005: error strings should not be capitalized (staticcheck)",
+        "pkg/codegen/codegen.go:19:2: field indent is unused (unused)",
+        LINT_MORE.format(n=53, rule="golangci-lint"),
+    ]
+    assert error_lines("main.go:3:2: undefined: x\nmain.go:4:2: undefined: y\n") == [
+        "main.go:3:2: undefined: x", "main.go:4:2: undefined: y"]
+
+
 def test_markdownlint_keeps_one_line_per_rule_and_counts_the_rest():
     # DavidAnson/markdownlint-cli2 formatter-default/README.md, the example output (13 violations
     # of 12 rules): the first six rules' lines, up to the per-result bound, then a count.

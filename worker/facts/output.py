@@ -28,13 +28,14 @@ MAX_ERROR_LINES_PER_RESULT = 6  # one failing run can print hundreds; the first 
 # what the run found, a count says the rest, so one lint run does not crowd out the other facts
 # (issue 22). A rule is its id (`no-unused-vars`, `lint/style/useConst`, `MD040`) or, where the
 # formatter wraps the id onto a later line (textlint's multi-line messages), the message.
-LINT_ROWS = frozenset({"eslint", "biome", "markdownlint"})
+LINT_ROWS = frozenset({"eslint", "biome", "markdownlint", "golangci-lint"})
 MAX_LINT_LINES_PER_RULE = 1  # the same rule's next violation is the same fix in another place
 LINT_MORE = "… {n} more lint errors in this output ({rule})"
 LINT_RULE_RES = (  # tried in order: the first that matches names the rule
     re.compile(r"\s{2,}([@\w/-]+)$"),  # stylish: the rule id ends the line
     re.compile(r":\d+:\d+ ((?:lint|assist|parse|format|check)\S*)|^\S+\.\w+ (format)\b"),  # Biome's category
     re.compile(r" (MD\d{3})/"),  # markdownlint's rule number
+    re.compile(r" \(([\w-]+)\)$"),  # golangci-lint's linter
     re.compile(r"^\d+:\d+\s+error\s+(.+)$"),  # stylish without an id on the line: the message
 )
 ERROR_LINE_MAX_CHARS = 400  # a minified-JS or HTML dump on one line is not an error message
@@ -139,6 +140,7 @@ AGENT_TOOL_ERROR_RE = re.compile(
     r"|Found \d+ matches of the string to replace\b|Could not find (?:the exact text|edits\[\d+\]) in \S"
     r"|Found \d+ occurrences of the text in \S|No changes made to \S|oldString not found in content\b"
     r"|Could not find oldString in the file\b|Found multiple matches for oldString\b|apply_patch verification failed: \S)")
+GOLANGCI_LINE_RE = re.compile(r"^\S+\.go:\d+:\d+: \S.* \([\w-]+\)$")
 # stylish: `line:col  error  msg  rule`; a multi-line message (textlint's) ends with the rule
 # id on its last line, so the id is not required on the first.
 ESLINT_LINE_RE = re.compile(r"^\d+:\d+\s+error\s+\S.*$")
@@ -331,8 +333,11 @@ CONVENTIONS: tuple[Convention, ...] = (
     Convention("go panic", _rx(r"^panic: "),
                "Go runtime: `panic: msg`, then `goroutine N [running]:` frames `func(...)` / `\\tfile:line +0xpc` "
                "(runtime/panic.go printpanics, runtime/traceback.go)", at=_go_panic_frame),
-    Convention("go build/vet/lint", _rx(r"^\S+\.go:\d+:\d+: \S"),
-               "go/scanner ErrorList and go vet `file.go:line:col: msg`; golangci-lint appends `(linter)`"),
+    Convention("golangci-lint", _rx(GOLANGCI_LINE_RE.pattern),
+               "golangci-lint's default text output: `file.go:line:col: msg (linter)`, the linter that reported "
+               "it last (golangci-lint.run/docs/configuration/cli, output.formats.text)"),
+    Convention("go build/vet", _rx(r"^\S+\.go:\d+:\d+: \S"),
+               "go/scanner ErrorList and go vet `file.go:line:col: msg`"),
     Convention("pytest assertion", _rx(r"^E {2,}\S"),
                "pytest: the failing assertion's explanation lines start with `E` (FormattedExcinfo, _pytest/_code/code.py); "
                "the crash location `path:line: ExcType` follows", at=_pytest_crash_location),
