@@ -1,5 +1,6 @@
 """Dense rendering (issue 22): where the normal rendering of the facts does not fit whole, the
-same facts without repeats: one message id per fact, each command once with its latest outcome,
+same facts without repeats: one message id per fact, each command once with its latest outcome
+(exit 0 said once, in the heading),
 an error's command named once, column padding collapsed, paths grouped by their directory."""
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ def test_dense_says_each_command_once_with_its_latest_outcome_and_one_id() -> No
     normal = ledger_sections(ledger(), "en")["Critical Context"].body()
     dense = ledger_sections(ledger(), "en", dense=True)["Critical Context"].body()
     assert normal.count("`pytest -q`") == 2 and dense.count("`pytest -q`") == 1
-    assert "`pytest -q` → exit 0 (m9)" in dense
+    assert "- Commands (exit 0 unless shown):\n" in dense and dense.endswith("  - `pytest -q` (m9)")  # exit 0: the heading
+    assert "`npx eslint .` → exit 1 (m6)" in dense
     assert "(m5, m6, 2 attempts)" in normal and "(m6, 2 attempts)" in dense
     assert dense.count("from `npx eslint .`") == 1  # the second error's run is the same command
     assert "`12:3  error  Unexpected var  no-var`" in dense  # the formatter's padding, not its words

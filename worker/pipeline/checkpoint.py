@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from ..facts.ledger import ErrorFact, Ledger
+from ..facts.ledger import CommandFact, ErrorFact, Ledger
 from ..facts.shell import only_looks
 from ..facts.text import code, command_result, cut_middle, one_line
 from ..facts.workstate import WorkItem, WorkState
@@ -72,7 +72,7 @@ REFERENCE_PREFIX = {
 FACT_LABELS = {
     "en": {
         "unresolved": "Unresolved errors", "resolved": "Resolved errors",
-        "tallies": "Test results", "commands": "Commands", "commits": "Commits", "branches": "Branches",
+        "tallies": "Test results", "commands": "Commands", "commands_ok": "Commands (exit 0 unless shown)", "commits": "Commits", "branches": "Branches",
         "from": "from", "resolved_by": "resolved by", "on": "on", "failed": "failed", "exit": "exit",
         "attempts": "attempts", "current": "current",
         "read": "read", "created": "created", "modified": "modified", "deleted": "deleted",
@@ -83,7 +83,7 @@ FACT_LABELS = {
     },
     "zh": {
         "unresolved": "未解决的错误", "resolved": "已解决的错误",
-        "tallies": "测试结果", "commands": "命令", "commits": "提交", "branches": "分支",
+        "tallies": "测试结果", "commands": "命令", "commands_ok": "命令（未注明者退出码为 0）", "commits": "提交", "branches": "分支",
         "from": "来自", "resolved_by": "已由此解决", "on": "分支", "failed": "失败", "exit": "退出码",
         "attempts": "次尝试", "current": "当前",
         "read": "已读取", "created": "已创建", "modified": "已修改", "deleted": "已删除",
@@ -282,9 +282,12 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
             latest = {c.command: c for c in sorted(shown, key=lambda c: c.last_seq)}
             shown = sorted(latest.values(), key=lambda c: c.last_seq)
         last = [id(c) for st in ("failed", "ok") for c in [next((c for c in reversed(shown) if c.status == st), None)] if c]
-        critical.append(Bullet(f"{t['commands']}:", subs=[
-            f"{command_result(c, t['exit'], t['failed'], LISTED_COMMAND_MAX_CHARS)} ({ids(c.message_ids[-IDS_PER_RUN:])})"
-            for c in shown],
+        def run(c: CommandFact) -> str:  # dense: a run that exited 0 without output is just the command
+            if dense and c.exit_code == 0 and c.output is None:
+                return code(cut_middle(one_line(c.command), LISTED_COMMAND_MAX_CHARS))
+            return command_result(c, t['exit'], t['failed'], LISTED_COMMAND_MAX_CHARS)
+        critical.append(Bullet(f"{t['commands_ok'] if dense else t['commands']}:", subs=[
+            f"{run(c)} ({ids(c.message_ids[-IDS_PER_RUN:])})" for c in shown],
             sub_ranks=[RANK_LAST_RUN if id(c) in last else RANK_DETAIL if only_looks(c.command) else RANK_DONE
                        for c in shown],
             group=True, newest_last=True))
