@@ -17,6 +17,7 @@ from worker.facts.ledger import (
     MAX_UNRESOLVED_ERRORS,
     RULE_LINE_RE,
     Ledger,
+    budget_user_instructions,
     condense_user_message,
     cut_paste,
     extract_ledger,
@@ -78,10 +79,13 @@ def test_swe_trace_files_commands_and_outputs():
     assert "`python reproduce.py` → 345 (m00023)" in md
     assert "- `src/marshmallow/fields.py` — read, modified" in md
     assert all("://" not in f.path for f in ledger.files)
-    # The issue text is the user's instruction, kept verbatim (cut in the middle, with a marker).
-    assert ledger.user_instructions[0].message_id == "m00001"
-    assert "Output of this snippet is `344`, but it seems that `345` is correct." in ledger.user_instructions[0].text
-    assert "chars cut …]" in ledger.user_instructions[0].text and ledger.user_instructions[0].cut
+    # The issue text is the user's instruction, kept whole by the ledger; a tight checkpoint (the
+    # dense rendering) cuts it down to the user-message budget, with a marker.
+    task = ledger.user_instructions[0]
+    assert task.message_id == "m00001" and not task.cut
+    assert "Output of this snippet is `344`, but it seems that `345` is correct." in task.text
+    (tight,), _ = budget_user_instructions([task], per_message=len(task.text) // 2)
+    assert tight.cut and "chars cut …]" in tight.text and len(tight.text) < len(task.text)
 
 
 # ---------------------------------------------------------------------------- errors, resolution, ranking
@@ -286,14 +290,16 @@ def test_user_instructions_newest_first_within_budget():
     assert ledger.user_instructions[0].text == b.messages[-2].text  # the newest is whole
     assert "older user message(s) omitted" in render_markdown(ledger)
     long = Builder()
-    long.user("START " + "y" * 5000 + " END")
+    long.user("START " + "y" * 9000 + " END")
     u = extract_ledger(long.messages).user_instructions[0]
     assert u.cut and u.text.startswith("START ") and u.text.endswith(" END") and "chars cut …]" in u.text
 
 
 def test_long_user_message_keeps_its_opening_its_end_and_its_rules():
-    brief = swe_messages()[1].text  # SWE-agent's 3.8k-char task brief
-    u = extract_ledger(swe_messages()[:2]).user_instructions[0]
+    brief = swe_messages()[1].text  # SWE-agent's 3.8k-char task brief, cut to a dense checkpoint's bound
+    whole = extract_ledger(swe_messages()[:2]).user_instructions
+    assert whole[0].text == brief.strip() and not whole[0].cut  # the ledger keeps it as written
+    (u,), _ = budget_user_instructions(whole)
     assert u.cut and len(u.text) <= 2200 and "chars cut …]" in u.text
     assert u.text.startswith(brief[:200]) and u.text.endswith("bash-$")
     for rule in ("YOU SHOULD ALWAYS INCLUDE EXACTLY ONE TOOL CALL", "you cannot use any interactive session commands",

@@ -34,8 +34,15 @@ MAX_BRANCHES = 5  # the current branch plus a few it came from
 MAX_IDS_PER_FACT = 6  # first occurrence + the newest ones: enough to find it again
 EDITS_PER_FILE = 3  # the newest changes say what was fixed; older ones are in the history
 EDIT_SIDE_MAX_CHARS = 120  # one code line each side names the change; the whole edit stays in the history
-USER_BUDGET_CHARS = 6000  # like Codex's re-inserted user messages, but in chars (~1.5k tokens)
-USER_MESSAGE_MAX_CHARS = 2000  # one pasted log must not eat the whole user-message budget
+# The user's messages as the ledger keeps them, whole where they are not a pasted log: a
+# checkpoint with the room shows them as typed (a SWE-agent task statement is ~5k chars). Codex
+# re-inserts up to 20k tokens of them (COMPACT_USER_MESSAGE_MAX_TOKENS); this is ~6k.
+USER_LEDGER_CHARS = 24_000
+USER_LEDGER_MESSAGE_MAX_CHARS = 8000
+# ... and as a tight checkpoint (the dense rendering) shows them: ~1.5k tokens, one pasted log
+# not eating all of it.
+USER_BUDGET_CHARS = 6000
+USER_MESSAGE_MAX_CHARS = 2000
 USER_MIN_KEEP_CHARS = 200  # a remainder smaller than this is not worth a cut-down quote
 
 # A line of a user's message that states a rule: kept when a long message is cut, and ranked
@@ -363,15 +370,16 @@ def user_requests(messages: list[Message]) -> list[tuple[int, Message]]:
     return [(i, m) for i, m in enumerate(messages) if is_user_instruction(m)]
 
 
-def budget_user_instructions(items: list[UserInstruction], budget: int) -> tuple[list[UserInstruction], int]:
-    """In the given order (rules first, newest first) within `budget` chars; long ones
-    condensed; returns (kept, omitted)."""
+def budget_user_instructions(items: list[UserInstruction], budget: int = USER_BUDGET_CHARS,
+                             per_message: int = USER_MESSAGE_MAX_CHARS) -> tuple[list[UserInstruction], int]:
+    """In the given order (rules first, newest first) within `budget` chars; ones longer than
+    `per_message` condensed; returns (kept, omitted)."""
     kept: list[UserInstruction] = []
     left = budget
     for n, item in enumerate(items):
         text = item.text
-        if len(text) > USER_MESSAGE_MAX_CHARS:
-            text = condense_user_message(text, USER_MESSAGE_MAX_CHARS)
+        if len(text) > per_message:
+            text = condense_user_message(text, per_message)
         if len(text) > left:
             if left < USER_MIN_KEEP_CHARS:
                 return kept, len(items) - n
@@ -405,7 +413,7 @@ def _upsert(items: list[Any], key: str, make: Any) -> Any:
 
 
 def extract_ledger(messages: list[Message], previous: Ledger | None = None, *, cwd: str | None = None,
-                   user_budget_chars: int = USER_BUDGET_CHARS, actions: list[Action] | None = None) -> Ledger:
+                   user_budget_chars: int = USER_LEDGER_CHARS, actions: list[Action] | None = None) -> Ledger:
     """Fold the facts of `messages` into a copy of `previous` (or a new ledger).
 
     `actions`: `scan_actions(messages, cwd=cwd)` when the caller has it already (the pipeline
@@ -493,7 +501,7 @@ def extract_ledger(messages: list[Message], previous: Ledger | None = None, *, c
     # them the short ones (typed) before long ones (often a pasted document, cut down anyway).
     pool = sorted(fresh + ledger.user_instructions,
                   key=lambda u: (not RULE_LINE_RE.search(u.text), len(u.text) > USER_MESSAGE_MAX_CHARS, -u.seq))
-    ledger.user_instructions, omitted = budget_user_instructions(pool, user_budget_chars)
+    ledger.user_instructions, omitted = budget_user_instructions(pool, user_budget_chars, USER_LEDGER_MESSAGE_MAX_CHARS)
     ledger.user_instructions_omitted = omitted + (ledger.user_instructions_omitted if previous else 0)
 
     ledger.seq = base + len(messages)

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from ..facts.ledger import CommandFact, ErrorFact, Ledger
+from ..facts.ledger import CommandFact, ErrorFact, Ledger, budget_user_instructions
 from ..facts.shell import only_looks
 from ..facts.text import code, command_result, cut_middle, one_line
 from ..facts.workstate import WorkItem, WorkState
@@ -297,11 +297,13 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
                     rank=RANK_CHANGED if f.changed else RANK_DETAIL,
                     sub_ranks=None if dense else [RANK_DETAIL] * len(f.edits), path=f.path if dense else None)
              for f in ledger.files]
-    constraints = [Bullet(f"{ids([u.message_id])}:", quote=u.text.splitlines(),
-                          rank=RANK_RULE)
-                   for u in ledger.user_instructions]
-    if constraints and ledger.user_instructions_omitted:
-        constraints.append(Bullet(f"({t['omitted'].format(n=ledger.user_instructions_omitted)})", rank=RANK_RULE))
+    users, omitted = ledger.user_instructions, ledger.user_instructions_omitted
+    if dense:  # a tight budget: the messages cut down to the user-message budget, as typed where they are short
+        users, more = budget_user_instructions(users)
+        omitted += more
+    constraints = [Bullet(f"{ids([u.message_id])}:", quote=u.text.splitlines(), rank=RANK_RULE) for u in users]
+    if constraints and omitted:
+        constraints.append(Bullet(f"({t['omitted'].format(n=omitted)})", rank=RANK_RULE))
     return {
         "Constraints & Preferences": Section(blocks=[Block(constraints, empty=t["none"])]),
         "Critical Context": Section(blocks=[Block(critical, empty=t["none"])]),
