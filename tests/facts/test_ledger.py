@@ -16,7 +16,9 @@ from worker.facts.ledger import (
     MAX_RESOLVED_ERRORS,
     MAX_UNRESOLVED_ERRORS,
     RULE_LINE_RE,
+    USER_MESSAGE_MAX_CHARS,
     Ledger,
+    UserInstruction,
     budget_user_instructions,
     condense_user_message,
     cut_paste,
@@ -84,7 +86,7 @@ def test_swe_trace_files_commands_and_outputs():
     task = ledger.user_instructions[0]
     assert task.message_id == "m00001" and not task.cut
     assert "Output of this snippet is `344`, but it seems that `345` is correct." in task.text
-    (tight,), _ = budget_user_instructions([task], per_message=len(task.text) // 2)
+    (tight,), _ = budget_user_instructions([task], budget=len(task.text) // 2, per_message=len(task.text) // 2)
     assert tight.cut and "chars cut …]" in tight.text and len(tight.text) < len(task.text)
 
 
@@ -278,6 +280,15 @@ def test_a_long_session_keeps_its_early_setup_runs_over_its_looks(monkeypatch):
 
 
 # ---------------------------------------------------------------------------- user instructions
+def test_a_lone_message_may_take_the_whole_budget_others_share_it():
+    task = UserInstruction("m1", "TASK " + "t" * 4000, False, 1)
+    (alone,), _ = budget_user_instructions([task])
+    assert alone.text == task.text  # 4k of a 6k budget: nothing else to crowd out
+    rules = [UserInstruction(f"m{i}", f"rule {i}: " + "r" * 2500, False, i) for i in range(2, 5)]
+    kept, _ = budget_user_instructions([task] + rules)
+    assert kept[0].cut and len(kept[0].text) <= USER_MESSAGE_MAX_CHARS + 100  # four share it: the per-message bound
+
+
 def test_user_instructions_newest_first_within_budget():
     b = Builder()
     ids = [b.user(f"instruction {i}: " + "x" * 900) for i in range(8)]
@@ -290,16 +301,16 @@ def test_user_instructions_newest_first_within_budget():
     assert ledger.user_instructions[0].text == b.messages[-2].text  # the newest is whole
     assert "older user message(s) omitted" in render_markdown(ledger)
     long = Builder()
-    long.user("START " + "y" * 9000 + " END")
+    long.user("START " + "y" * 30_000 + " END")  # past the ledger's whole user budget
     u = extract_ledger(long.messages).user_instructions[0]
     assert u.cut and u.text.startswith("START ") and u.text.endswith(" END") and "chars cut …]" in u.text
 
 
 def test_long_user_message_keeps_its_opening_its_end_and_its_rules():
-    brief = swe_messages()[1].text  # SWE-agent's 3.8k-char task brief, cut to a dense checkpoint's bound
+    brief = swe_messages()[1].text  # SWE-agent's 3.8k-char task brief, cut to a 2k-char budget
     whole = extract_ledger(swe_messages()[:2]).user_instructions
     assert whole[0].text == brief.strip() and not whole[0].cut  # the ledger keeps it as written
-    (u,), _ = budget_user_instructions(whole)
+    (u,), _ = budget_user_instructions(whole, budget=2000)
     assert u.cut and len(u.text) <= 2200 and "chars cut …]" in u.text
     assert u.text.startswith(brief[:200]) and u.text.endswith("bash-$")
     for rule in ("YOU SHOULD ALWAYS INCLUDE EXACTLY ONE TOOL CALL", "you cannot use any interactive session commands",

@@ -373,9 +373,11 @@ def user_requests(messages: list[Message]) -> list[tuple[int, Message]]:
 def budget_user_instructions(items: list[UserInstruction], budget: int = USER_BUDGET_CHARS,
                              per_message: int = USER_MESSAGE_MAX_CHARS) -> tuple[list[UserInstruction], int]:
     """In the given order (rules first, newest first) within `budget` chars; ones longer than
-    `per_message` condensed; returns (kept, omitted)."""
+    `per_message` condensed, or than an even share of the budget where that is more (a lone
+    task statement crowds out nothing); returns (kept, omitted)."""
     kept: list[UserInstruction] = []
     left = budget
+    per_message = max(per_message, budget // max(1, len(items)))
     for n, item in enumerate(items):
         text = item.text
         if len(text) > per_message:

@@ -74,7 +74,9 @@ JSON_LINE_RE = re.compile(r'^(?:[\[\]{},]+|"[^"]*"\s*:.*)$')  # a pretty-printed
 EXIT_CODE_JSON_RE = re.compile(r'"exit_code"\s*:\s*(-?\d+)')  # Codex function_call_output JSON
 ABORTED_RE = re.compile(r"^\s*Command (?:aborted|timed out)\b", re.MULTILINE)
 # SWE-agent shell footer and "no output" notice: not part of the command's real output.
-SWE_FOOTER_RE = re.compile(r"^\((?:Open file|Current directory): .*\)$|^bash-\$$")
+# SWE-agent 1.x's function-calling observations open with its `next_step_template`'s
+# `OBSERVATION:` line (config/default.yaml `next_step_template: "OBSERVATION:\n{{observation}}"`).
+SWE_FOOTER_RE = re.compile(r"^\((?:Open file|Current directory): .*\)$|^bash-\$$|^OBSERVATION:$")
 SWE_OK_RE = re.compile(r"^Your command ran successfully and did not produce any output\.$")
 SWE_CWD_RE = re.compile(r"^\(Current directory: (/[^)]*)\)$", re.MULTILINE)
 SWE_FILE_HEADER_RE = re.compile(r"^\[File: (\S[^\n]*?) \(\d+ lines total\)\]$", re.MULTILINE)
