@@ -16,6 +16,7 @@ from worker.facts.output import (
     MAX_LINT_LINES_PER_RULE,
     error_findings,
     error_lines,
+    first_meaningful_line,
     is_project_path,
 )
 
@@ -313,8 +314,6 @@ def test_a_file_tools_refusal_fails_it_without_an_error_flag():
 def test_codexs_exec_envelope_is_not_the_error():
     # codex-cli-agentv_019efc87 (tune half), line 68: `bd show … --json` exits 1 with no line any
     # row knows; the envelope (codex-rs unified_exec.rs format_response) is not what failed.
-    from worker.facts.output import first_meaningful_line
-
     out = ("Chunk ID: 9ac387\nWall time: 1.1419 seconds\nProcess exited with code 1\nOriginal token count: 36\n"
            "Output:\n{\n  \"error\": \"no issues found matching the provided IDs\",\n  \"schema_version\": 1\n}\n"
            "Error fetching av-raf.5: no issue found matching \"av-raf.5\"\n")
@@ -339,3 +338,23 @@ def test_anyhow_causes_are_kept_with_the_error():
              "    0: failed to open\n    1: No such file or directory (os error 2)\nnot a cause\n")
     assert error_lines(chain) == ["Error: Failed to read instrs from ./path/to/instrs.json", "failed to open",
                                   "No such file or directory (os error 2)"]
+
+
+def test_mise_errors_its_task_prefix_and_govulncheck():
+    # pi-authgo_019e44d4 (tune half; entireio/auth-go, MIT), lines 152, 154 and 160.
+    # mise's own ERROR lines, without its `Run with --verbose` hint:
+    assert error_lines(read("mise_untrusted_config.txt")) == [
+        "mise ERROR error parsing config file: ~/Work/entire/devenv/auth-go/mise.toml",
+        "mise ERROR Config files in ~/Work/entire/devenv/auth-go/mise.toml are not trusted."]
+    # govulncheck run as a mise task: its findings and summary, past mise's install progress.
+    assert error_lines(read("govulncheck_mise_task.txt")) == [
+        "Vulnerability #1: GO-2026-4971", "Vulnerability #2: GO-2026-4918",
+        "Your code is affected by 2 vulnerabilities from the Go standard library."]
+    # A task failing on a message no row knows: the failure's line is the task's own, not mise's
+    # progress, its `[task] $ cmd` echo or the go command's downloads.
+    out = read("mise_task_failed.txt")
+    assert error_lines(out) == []
+    assert first_meaningful_line(out) == "go module files modified, please commit result of 'go mod tidy'!"
+    # The task prefix comes off before the rows look (golangci-lint under `[lint:go] `).
+    assert error_lines("[lint:go] cmd/x.go:244:6: func f is unused (unused)\n[lint:go] ERROR task failed\n") == [
+        "cmd/x.go:244:6: func f is unused (unused)"]

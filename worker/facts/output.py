@@ -48,6 +48,10 @@ OUTPUT_EXCERPT_MAX_LINES = 2  # ... and so is a two-line answer; a third line ma
 WRAPPER_TAG_RE = re.compile(r"^(?:<[\w-]+>\s*)+|(?:\s*</[\w-]+>)+$")
 ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 CI_LOG_PREFIX_RE = re.compile(r"^[^\t\n]*\t[^\t\n]*\t\d{4}-\d\d-\d\dT[\d:.]+Z (?:##\[(?:error|warning)\])?")
+# mise runs a task with its output lines prefixed by the task's name, `[lint:go] msg`, and ends a
+# failed one with `[lint:go] ERROR task failed` (mise's task.output "prefix"/"interleave"; names
+# are lowercase, `ns:task`); Maven's `[ERROR]` and NestJS's `[Nest]` are not task names.
+MISE_TASK_PREFIX_RE = re.compile(r"^\[[a-z][\w.-]*(?::[\w.-]+)*\] ")
 # Gemini CLI's and Qwen Code's run_shell_command envelope (docs/tools/shell.md: Command,
 # Directory, Output, Error, Exit Code, Signal, Background PIDs, Process Group PGID): a field
 # that is "(none)" says nothing happened.
@@ -58,12 +62,15 @@ SHELL_ENVELOPE_NONE_RE = re.compile(SHELL_ENVELOPE_NONE)
 # `Original token count`, `Output:` (codex-rs core/src/tools/handlers/unified_exec.rs
 # format_response); the older `Exit code: 1` / `Wall time` / `Output:` (format_exec_output_str)
 # and its truncation note `Total output lines: N`.
+# Progress a tool prints while it works: mise installing a tool (`mise go@1.26.3  [1/3] install`,
+# `… ✓ installed`), the go command fetching modules (`go: downloading golang.org/x/vuln v1.3.0`).
+PROGRESS = r"mise \S+@\S+\s+(?:\[\d+/\d+\]|✓)|go: downloading \S"
 CODEX_ENVELOPE = (r"Chunk ID: \w+$|Wall time: [\d.]+ seconds$|Process running with session ID \S+$"
                   r"|Original token count: \d+$|Total output lines: \d+$|Output:$")
 NOISE_LINE_RE = re.compile(
     r"^(?:>|\$ |bash-\$|\(Open file: |\(Current directory: |Debugger attached\.|Waiting for the debugger"
     r"|For help, see: |\(Use `node --trace-warnings|Your command ran successfully|" + SHELL_ENVELOPE_NONE
-    + "|" + CODEX_ENVELOPE + ")")
+    + "|" + CODEX_ENVELOPE + "|" + PROGRESS + ")")
 # Exit status as agents print it: Claude Code `Exit code 1`, pi `Command exited with code 1`,
 # Codex `Exit code: 1` / `Process exited with code 1`, Gemini CLI and Qwen Code `Exit Code: 1`,
 # plain `exit status 1`.
@@ -411,6 +418,12 @@ CONVENTIONS: tuple[Convention, ...] = (
                "anyhow's report of an error returned from main: `Error: msg`, a blank line, `Caused by:` and the "
                "indented causes, numbered `0: …` where there are several (anyhow Debug for Error, docs.rs/anyhow "
                "\"Display representations\"); the root cause is what to fix", when=_under_caused_by),
+    Convention("mise", _rx(r"^mise ERROR (?!Run with --verbose)\S"),
+               "mise's logger: `mise ERROR msg`, then `mise ERROR Run with --verbose or MISE_VERBOSE=1 for more "
+               "information` (a hint, not an error; jdx/mise src/logger.rs)"),
+    Convention("govulncheck", _rx(r"^(?:Your code is affected by \d+ vulnerabilit(?:y|ies)\b|Vulnerability #\d+: GO-\d{4}-\d+)"),
+               "govulncheck's text output: `Vulnerability #1: GO-2026-4971` per finding and the summary `Your code "
+               "is affected by N vulnerabilities …` (golang.org/x/vuln internal/scan/text.go); it exits 3"),
     Convention("generic error", _rx(r"^(?:[A-Z]\w* )?(?:Error|ERROR|FATAL|Fatal error): \S"),
                "node's uncaught `Error: msg` (util.inspect of an Error) and CLIs' `Error: …`, `API Error: 400 …`"),
     Convention("framework log", _rx(r"^\[\w+\]\s.*\s(?:ERROR|FATAL)\s"),
@@ -444,17 +457,21 @@ def output_lines(output: str) -> list[str]:
     return [s for s in (line.strip() for line in output.splitlines()) if s and not SWE_FOOTER_RE.match(s)]
 
 
+def _unprefixed(raw: str) -> str:
+    """A line without its ANSI colours and the CI log's or mise task's prefix, indentation kept."""
+    return MISE_TASK_PREFIX_RE.sub("", CI_LOG_PREFIX_RE.sub("", ANSI_RE.sub("", raw)))
+
+
 def unwrap_line(raw: str) -> str:
-    """A line without its harness wrapping (tags, ANSI colours, CI log prefix), stripped."""
-    line = CI_LOG_PREFIX_RE.sub("", ANSI_RE.sub("", raw))
-    return WRAPPER_TAG_RE.sub("", line.strip()).strip()
+    """A line without its harness wrapping (tags, ANSI colours, CI log or task prefix), stripped."""
+    return WRAPPER_TAG_RE.sub("", _unprefixed(raw).strip()).strip()
 
 
 def error_findings(output: str) -> list[tuple[str, str | None]]:
     """(exact error line, its location or first project frame) in output order, headings after
     the lines under them, deduplicated and bounded. `output` may be any text: a tool result,
     hook output, a system reminder, a log the user pasted."""
-    raws = [CI_LOG_PREFIX_RE.sub("", ANSI_RE.sub("", r)) for r in output.splitlines()]
+    raws = [_unprefixed(r) for r in output.splitlines()]
     lines = [(raw, unwrap_line(raw)) for raw in raws if raw.strip()]  # (indentation kept, unwrapped)
     found: list[tuple[bool, str, str | None, str]] = []
     in_traceback = False
@@ -505,8 +522,8 @@ def error_lines(output: str) -> list[str]:
 def first_meaningful_line(output: str) -> str | None:
     """The line a failed run without a known error line is remembered by: not the harness's
     envelope, and not JSON, which is a `--json` CLI's data on stdout (its diagnostic is prose)."""
-    for line in output_lines(output):
-        if (not NOISE_LINE_RE.match(line) and not EXIT_CODE_RE.match(line) and not ABORTED_RE.match(line)
+    for line in map(unwrap_line, output_lines(output)):
+        if line and (not NOISE_LINE_RE.match(line) and not EXIT_CODE_RE.match(line) and not ABORTED_RE.match(line)
                 and not JSON_LINE_RE.match(line)):
             return cut_middle(line, ERROR_LINE_MAX_CHARS)
     return None
