@@ -289,6 +289,19 @@ def test_a_lone_message_may_take_the_whole_budget_others_share_it():
     assert kept[0].cut and len(kept[0].text) <= USER_MESSAGE_MAX_CHARS + 100  # four share it: the per-message bound
 
 
+def test_typed_messages_go_before_pasted_ones_whatever_their_cue_words():
+    # pi-authgo_019e44d4 (tune half): three pasted code reviews ("…should…", "…only…") and the
+    # short instructions typed between them; a tight budget keeps the typed ones first.
+    b = Builder()
+    review = "Issues / concerns\n\n" + "\n".join(f"  {i}. The check should only run once; consider x{i}. " + "z" * 300
+                                                for i in range(8))
+    b.user(review)
+    typed = b.user("Can you do commits first")
+    b.user(review.replace("Issues", "New findings"))
+    ledger = extract_ledger(b.messages)
+    assert [u.message_id for u in ledger.user_instructions][0] == typed
+
+
 def test_user_instructions_newest_first_within_budget():
     b = Builder()
     ids = [b.user(f"instruction {i}: " + "x" * 900) for i in range(8)]

@@ -498,11 +498,13 @@ def extract_ledger(messages: list[Message], previous: Ledger | None = None, *, c
              for i, m in user_requests(messages)
              if m.id not in known and (text := cut_paste(m.user_text.strip())) not in known_texts
              and not answered_question(messages, i)]
-    # Messages that state a rule ("do not change …", "不要 …") first, so a budget or a shrunk
-    # section drops plain requests (they are also in Progress) before a user's constraint; among
-    # them the short ones (typed) before long ones (often a pasted document, cut down anyway).
+    # What the user typed before what they pasted (a message longer than a tight checkpoint shows
+    # whole: a review, a log, a document, which nearly always holds some rule cue word); within
+    # each, messages that state a rule ("do not change …", "不要 …") first, so a budget or a shrunk
+    # section drops plain requests (they are also in Progress) before a user's constraint.
+    # Tune half, no model: 8k 201 -> 207 of 447 (16k, 32k equal).
     pool = sorted(fresh + ledger.user_instructions,
-                  key=lambda u: (not RULE_LINE_RE.search(u.text), len(u.text) > USER_MESSAGE_MAX_CHARS, -u.seq))
+                  key=lambda u: (len(u.text) > USER_MESSAGE_MAX_CHARS, not RULE_LINE_RE.search(u.text), -u.seq))
     ledger.user_instructions, omitted = budget_user_instructions(pool, user_budget_chars, USER_LEDGER_MESSAGE_MAX_CHARS)
     ledger.user_instructions_omitted = omitted + (ledger.user_instructions_omitted if previous else 0)
 
