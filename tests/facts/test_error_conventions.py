@@ -358,3 +358,25 @@ def test_mise_errors_its_task_prefix_and_govulncheck():
     # The task prefix comes off before the rows look (golangci-lint under `[lint:go] `).
     assert error_lines("[lint:go] cmd/x.go:244:6: func f is unused (unused)\n[lint:go] ERROR task failed\n") == [
         "cmd/x.go:244:6: func f is unused (unused)"]
+
+
+def test_a_cancelled_parallel_call_is_no_error_and_no_outcome():
+    # cc-cipherbox_2095544c and cc-spotter_8463c716 (tune half): Claude Code answers the batch-mates
+    # of a failed parallel call with `Sibling tool call errored` (newer: `Cancelled: parallel tool
+    # call Bash(…) errored`); only the sibling's own error is the work's.
+    from tests.fakes import SessionBuilder
+    from worker.facts.ledger import extract_ledger
+
+    b = SessionBuilder()
+    b.user("look at the plans")
+    b.bash("ls .planning/phases/12-mfa/*-PLAN.md", "(eval):1: no matches found: .planning/phases/12-mfa/*-PLAN.md",
+           is_error=True)
+    b.bash("git log --oneline -3", "<tool_use_error>Sibling tool call errored</tool_use_error>", is_error=True)
+    b.call("Read", {"file_path": "/repo/a.md"},
+           "<tool_use_error>Cancelled: parallel tool call Bash(ls .planning/phases/12-mfa/…) errored</tool_use_error>",
+           True)
+    ledger = extract_ledger(b.messages)
+    assert [e.text for e in ledger.errors] == ["(eval):1: no matches found: .planning/phases/12-mfa/*-PLAN.md"]
+    log = next(c for c in ledger.commands if c.command == "git log --oneline -3")
+    assert log.status == "unknown" and log.exit_code is None
+    assert ledger.file("/repo/a.md") is None  # it was never read

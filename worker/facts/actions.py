@@ -23,6 +23,7 @@ from .output import (
     ABORTED_RE,
     AGENT_TOOL_ERROR_RE,
     BRANCH_OUTPUT_RE,
+    CANCELLED_CALL_RE,
     COMMIT_OUTPUT_RE,
     EXIT_CODE_RE,
     SWE_CWD_RE,
@@ -142,6 +143,9 @@ def _set_errors(action: Action, findings: list[tuple[str, str | None]]) -> None:
 
 def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]) -> None:
     action.has_result = True
+    if CANCELLED_CALL_RE.match(unwrap_line(output.strip())):
+        action.files = []  # it never ran: no outcome, no error, nothing read or changed
+        return
     action.is_error = is_error
     lname = action.tool.lower()
     file_tool = lname in READ_TOOLS | WRITE_TOOLS | EDIT_TOOLS | EDITOR_TOOLS | PATCH_TOOLS

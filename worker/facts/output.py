@@ -81,6 +81,12 @@ JSON_LINE_RE = re.compile(r'^(?:[\[\]{},]+|"[^"]*"\s*:.*)$')  # a pretty-printed
 EXIT_CODE_JSON_RE = re.compile(r'"exit_code"\s*:\s*(-?\d+)')  # Codex function_call_output JSON
 ABORTED_RE = re.compile(r"^\s*Command (?:aborted|timed out)\b", re.MULTILINE)
 # SWE-agent shell footer and "no output" notice: not part of the command's real output.
+# A call the harness cancelled, so it never ran: Claude Code's StreamingToolExecutor answers the
+# batch-mates of a failed parallel call with `Cancelled: parallel tool call Bash(…) errored`
+# (older: `Sibling tool call errored`), and a discarded streaming attempt with `Streaming
+# fallback - tool execution discarded`. Not an error of the work: its sibling's error is.
+CANCELLED_CALL_RE = re.compile(r"^(?:Sibling tool call errored|Cancelled: parallel tool call .* errored"
+                               r"|Streaming fallback - tool execution discarded)$")
 # SWE-agent 1.x's function-calling observations open with its `next_step_template`'s
 # `OBSERVATION:` line (config/default.yaml `next_step_template: "OBSERVATION:\n{{observation}}"`).
 SWE_FOOTER_RE = re.compile(r"^\((?:Open file|Current directory): .*\)$|^bash-\$$|^OBSERVATION:$")
