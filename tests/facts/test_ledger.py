@@ -26,7 +26,7 @@ from worker.facts.ledger import (
     is_chitchat,
 )
 from worker.facts.output import error_lines, find_tallies
-from worker.facts.shell import looks_like_path, only_looks, run_key, shell_file_actions
+from worker.facts.shell import looks_like_path, only_looks, run_key, sets_up, shell_file_actions
 from worker.formats import claude_code
 from worker.pipeline.checkpoint import ledger_sections, render_summary
 
@@ -179,6 +179,18 @@ def test_grep_without_match_is_not_an_error():
     b.bash('grep -n "console.error" src/theme.ts', "Command exited with code 1", is_error=True)
     ledger = extract_ledger(b.messages)
     assert ledger.errors == [] and ledger.commands[0].status == "ok"
+
+
+@pytest.mark.parametrize("command, setup", [
+    ("git checkout feat/phase-12-multi-factor", True), ("gh pr close 46 && git checkout -b deps/x", True),
+    ("cd frontend && bun add @chakra-ui/react @emotion/react", True),
+    ("go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@latest 2>&1", True),
+    ("DB_HOST=192.168.133.114 pnpm --filter api dev 2>&1", True), ("npm run dev", True), ("pip install -e .", True),
+    ("npm test", False), ("pnpm --filter web build", False), ("git status", False), ("git commit -m 'install x'", False),
+    ("echo 'npm install'", False),
+])
+def test_setup_runs_by_each_tools_cli(command, setup):
+    assert sets_up(command) is setup
 
 
 # ---------------------------------------------------------------------------- paths

@@ -16,7 +16,7 @@ import pytest
 from tests.fakes import swe_messages
 from worker.facts.actions import scan_actions
 from worker.facts.ledger import RULE_LINE_RE, extract_ledger
-from worker.facts.shell import only_looks
+from worker.facts.shell import only_looks, sets_up
 from worker.facts.text import cut_middle, one_line
 from worker.facts.workstate import derive_work_state
 from worker.formats import load
@@ -160,3 +160,17 @@ def test_runs_that_changed_something_go_before_fixed_errors():
     assert "`cd /Users/badlogic/workspaces/pi-mono && npm run version:minor`" in text
     resolved = [e.text for e in ledger.resolved_errors()]
     assert resolved and any(f"`{e}`" not in text for e in resolved)  # the budget bit on the fixed ones
+
+
+CIPHERBOX = PI.parent / "cc-cipherbox_2095544c-fa50-4027-b664-c37e578957ce.jsonl"
+
+
+def test_runs_that_set_up_the_environment_outlast_newer_runs():
+    """cc-cipherbox (tune half): the branch switch at line 44 and the dev servers started early
+    were left out for newer one-off runs; the branch and servers are the state the work runs in."""
+    session, ledger, sections = fact_sections(CIPHERBOX, dense=True)
+    _, text, _ = fit_sections(sections, "en", 2500, count, session.id)
+    setups = [c for c in ledger.commands if sets_up(c.command) and c.status != "failed"]
+    assert any(c.command == "git checkout feat/phase-12-multi-factor" for c in setups)
+    assert all(f"`{cut_middle(one_line(c.command), LISTED_COMMAND_MAX_CHARS)}`" in text for c in setups)
+    assert _items(text) > 0  # the budget bit on the other runs

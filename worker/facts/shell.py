@@ -310,6 +310,41 @@ def only_looks(command: str) -> bool:
     return True
 
 
+# Subcommands that set up the environment the work runs in, by each tool's documented CLI: the
+# branch or worktree (git checkout/switch/worktree add/clone), installed dependencies and tools
+# (npm/pnpm/yarn/bun install|add, pip/uv/poetry, cargo, go install|get, gem, composer, brew,
+# apt), and a package's dev server (npm's `start` and the `dev`/`serve`/`preview` scripts that
+# create-vite and its kin define). A continuing agent needs these whatever their age.
+SETUP_SUBCOMMANDS = {
+    "git": {"checkout", "switch", "worktree", "clone"},
+    "npm": {"install", "i", "ci", "add", "start"}, "pnpm": {"install", "i", "add"}, "yarn": {"install", "add"},
+    "bun": {"install", "i", "add"}, "pip": {"install"}, "pip3": {"install"}, "uv": {"add", "pip", "sync"},
+    "poetry": {"add", "install"}, "cargo": {"add", "install"}, "go": {"install", "get"}, "gem": {"install"},
+    "composer": {"require", "install"}, "brew": {"install"}, "apt": {"install"}, "apt-get": {"install"},
+}
+SERVER_SCRIPTS = {"dev", "start", "serve", "preview"}
+PACKAGE_RUNNERS = {"npm", "pnpm", "yarn", "bun"}
+
+
+def sets_up(command: str) -> bool:
+    """Does `command` set up the environment (SETUP_SUBCOMMANDS, a package's dev server)?"""
+    for seg in segments(strip_heredocs(command)[0]):
+        words = [w for w in without_redirects(seg) if "=" not in w.split("/", 1)[0]]  # VAR=value prefixes
+        if not words:
+            continue
+        program = words[0].rsplit("/", 1)[-1]
+        args = [w for w in words[1:] if not w.startswith("-")]
+        if program in PACKAGE_RUNNERS:
+            args = [a for a in args if a != "run"]
+            if "--filter" in words or "-F" in words:  # pnpm --filter <pkg> dev: the value is not the script
+                args = args[1:]
+        if args and args[0] in SETUP_SUBCOMMANDS.get(program, ()):
+            return True
+        if program in PACKAGE_RUNNERS and args and args[0] in SERVER_SCRIPTS:
+            return True
+    return False
+
+
 def commit_subject(command: str) -> str | None:
     for tokens in segments(strip_heredocs(command)[0]):
         for i, tok in enumerate(tokens[:-1]):

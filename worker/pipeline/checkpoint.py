@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from ..facts.ledger import CommandFact, ErrorFact, Ledger, budget_user_instructions
-from ..facts.shell import only_looks
+from ..facts.shell import only_looks, sets_up
 from ..facts.text import code, command_result, cut_middle, one_line
 from ..facts.workstate import WorkItem, WorkState
 from .anchor import bounded
@@ -288,8 +288,8 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
             return command_result(c, t['exit'], t['failed'], LISTED_COMMAND_MAX_CHARS)
         critical.append(Bullet(f"{t['commands_ok'] if dense else t['commands']}:", subs=[
             f"{run(c)} ({ids(c.message_ids[-IDS_PER_RUN:])})" for c in shown],
-            sub_ranks=[RANK_LAST_RUN if id(c) in last else RANK_DETAIL if only_looks(c.command) else RANK_DONE
-                       for c in shown],
+            sub_ranks=[RANK_LAST_RUN if id(c) in last else RANK_CHANGED if sets_up(c.command) and c.status != "failed"
+                       else RANK_DETAIL if only_looks(c.command) else RANK_DONE for c in shown],
             group=True, newest_last=True))
 
     files = [Bullet(f"{code(f.path)} — {', '.join(t.get(a, a) for a in f.actions)} ({ids(f.message_ids[-2:])})",
