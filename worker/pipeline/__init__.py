@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from backends.base import Backend
 from backends.engine_thread import FOREGROUND
@@ -174,6 +174,7 @@ class _Facts:
     sections: dict[str, Section]
     changed_since: list[str] = field(default_factory=list)  # files created or modified since the boundary
     dense: dict[str, Section] = field(default_factory=dict)  # the same facts without repeats (a tight budget)
+    for_model: dict[str, Section] = field(default_factory=dict)  # the facts the model is shown: no reports (it reads them)
 
 
 @dataclass
@@ -239,7 +240,8 @@ def _facts(session: Session, previous: Checkpoint | None) -> _Facts:
     }
     changed = [path for a in actions for path, what in a.files if what in ("created", "modified")]
     dense = {**sections, **ledger_sections(ledger, lang, cite, dense=True)}
-    return _Facts(since_boundary, ledger, state, lang, sections, list(dict.fromkeys(changed)), dense)
+    for_model = {**sections, "Progress": progress_section(replace(state, reports=[]), lang, cite)}
+    return _Facts(since_boundary, ledger, state, lang, sections, list(dict.fromkeys(changed)), dense, for_model)
 
 
 @dataclass
@@ -353,7 +355,7 @@ def _narrate(session: Session, backend: Backend, config: CompactionConfig, previ
         ids = id_forms([m.id for m in session.messages])
         result = summarize_narrative(
             backend, head,
-            facts=strip_message_ids(render_summary(user_labelled(facts.sections, ids, fact_labels(facts.lang)["user"] + ":"),
+            facts=strip_message_ids(render_summary(user_labelled(facts.for_model, ids, fact_labels(facts.lang)["user"] + ":"),
                                                    facts.lang, reference_prefix=False), ids),
             previous=previous_for_model, lang=facts.lang,
             window=window, max_new_tokens=config.max_new_tokens, priority=config.priority,

@@ -78,6 +78,7 @@ FACT_LABELS = {
         "read": "read", "created": "created", "modified": "modified", "deleted": "deleted",
         "omitted": "{n} older user message(s) omitted", "more": "{n} more",
         "done": "Done", "in_progress": "In Progress", "blocked": "Blocked", "evidence": "evidence",
+        "reports": "Reported by the agent at its turns' ends (newest first)",
         "agent_summary": "The agent's own summary of the earlier turns ({id}), carried as written:",
         "user": "User",  # a constraint's label for a reader who cannot look message ids up
     },
@@ -89,6 +90,7 @@ FACT_LABELS = {
         "read": "已读取", "created": "已创建", "modified": "已修改", "deleted": "已删除",
         "omitted": "省略了 {n} 条较早的用户消息", "more": "另有 {n} 条",
         "done": "已完成", "in_progress": "进行中", "blocked": "受阻", "evidence": "证据",
+        "reports": "智能体在各轮结束时的报告（最新在前）",
         "agent_summary": "智能体自己对较早轮次的摘要（{id}），原样保留：",
         "user": "用户",
     },
@@ -157,6 +159,7 @@ class Bullet:
     group: bool = False  # a heading for its subs ("Unresolved errors:"): shown iff a sub is
     newest_last: bool = False  # subs are chronological: among equal ranks the newest go first
     path: str | None = None  # a Relevant Files bullet: its path, which `text` opens with as code (dense grouping)
+    spare: bool = False  # only where the facts left room: never among the first FIRST_PER_RANK of its rank
 
     def lines(self) -> list[str]:
         return ([f"- {self.text}"] + [f"  > {line}" if line.strip() else "  >" for line in self.quote]
@@ -333,8 +336,12 @@ def progress_section(state: WorkState, lang: str = "en", cite: dict[str, str] | 
         return Bullet(f"{i.text}{where} — {t['evidence']}: {'; '.join(i.evidence)}",
                       rank=RANK_DONE if key == "done" else RANK_OPEN_WORK)
 
-    return Section(blocks=[Block([item(key, i) for i in getattr(state, key)], heading=t[key], empty=t["none"])
-                           for key in ("done", "in_progress", "blocked")])
+    blocks = [Block([item(key, i) for i in getattr(state, key)], heading=t[key], empty=t["none"])
+              for key in ("done", "in_progress", "blocked")]
+    if state.reports:  # the agent's own words at its turns' ends, where the facts leave room (tune: 16k +3, 32k +4, 8k -3)
+        blocks.append(Block([Bullet(f"{cite.get(r.message_id, r.message_id)}:", quote=r.text.splitlines(),
+                                    rank=RANK_DETAIL, spare=True) for r in state.reports], heading=t["reports"]))
+    return Section(blocks=blocks)
 
 
 # ---------------------------------------------------------------------------- rendering
@@ -493,7 +500,8 @@ def _units(sections: dict[str, Section]) -> list[_Unit]:
         for bi, block in enumerate(sections.get(name, Section()).blocks):
             for j, b in enumerate(block.bullets):
                 if not b.group:
-                    units.append(_Unit((si, bi, j), Bullet(b.text, b.quote).lines(), (b.rank, j, si)))
+                    pos = j + FIRST_PER_RANK if b.spare else j
+                    units.append(_Unit((si, bi, j), Bullet(b.text, b.quote).lines(), (b.rank, pos, si)))
                 ranks = b.sub_ranks or [b.rank] * len(b.subs)
                 for k, sub in enumerate(b.subs):
                     pos = len(b.subs) - 1 - k if b.newest_last else k
