@@ -180,6 +180,30 @@ def test_claude_code_queued_command_attachment_without_queue_records():
     assert [m.user_text for _, m in user_requests(s2.messages)] == ["migrate", "use the staging db"]
 
 
+def test_claude_code_queue_without_its_text_and_block_prompts_and_task_notices():
+    # cc-orpheus_37b35585 (tune half, CC 2.1.112): `enqueue`/`remove` carry no text; the words
+    # are only in the attachment, whose prompt is a list of text blocks.
+    att = {"type": "queued_command", "prompt": [{"type": "text", "text": "Can the cask install both?"}]}
+    s = claude_code.load([cc_user(1, "package it"), cc_tool_use(2, "t1"),
+                          {"type": "queue-operation", "operation": "enqueue", "sessionId": "s"},
+                          cc_user(3, [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]),
+                          cc("attachment", 4, attachment=att),
+                          {"type": "queue-operation", "operation": "remove", "sessionId": "s"},
+                          cc("assistant", 5, message={"id": "m5", "role": "assistant", "content": [{"type": "text", "text": "Yes."}]})])
+    assert [m.user_text for _, m in user_requests(s.messages)] == ["package it", "Can the cask install both?"]
+    # cc-langlearntts_0742cd3c (tune half, CC 2.1.50): a background task's notice queued as JSON is
+    # the harness's, never the user's words; the typed message after it still comes in.
+    notice = '{"task_id":"b968a3c","tool_use_id":"toolu_013","description":"Run all quality gates","task_type":"local_bash"}'
+    s2 = claude_code.load([cc_user(1, "release it"), cc_tool_use(2, "t1"),
+                           {"type": "queue-operation", "operation": "enqueue", "content": notice},
+                           {"type": "queue-operation", "operation": "enqueue", "content": "use hello@punt-labs.com"},
+                           cc_user(3, [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]),
+                           {"type": "queue-operation", "operation": "remove"},
+                           {"type": "queue-operation", "operation": "remove"},
+                           cc("assistant", 4, message={"id": "m4", "role": "assistant", "content": [{"type": "text", "text": "ok"}]})])
+    assert [m.user_text for _, m in user_requests(s2.messages)] == ["release it", "use hello@punt-labs.com"]
+
+
 def test_claude_code_tool_result_error_forms():
     s = claude_code.load([
         cc_user(1, "edit it"), cc_tool_use(2, "t1"),

@@ -17,8 +17,9 @@ text), then exactly one of `remove` (handed to the model mid-turn: the assistant
 user record repeats it, so it is imported as a user message after the tool results in flight),
 `dequeue` (sent as the next prompt: an ordinary user record follows, not imported twice) or
 `popAll` (taken back into the input box, one record per message: nothing was sent). Newer
-versions also write a `queued_command` attachment for each mid-turn delivery; it is the import
-trigger only in a file without `remove` records, so the words come in once.
+versions also write a `queued_command` attachment for each mid-turn delivery (its `prompt` a
+string or, since 2.1.1xx, a list of text blocks), and some write `enqueue` without its text; the
+words are imported once, from whichever of the two has them.
 
 Record types (Claude Code's transcript writer, as public parsers and the fixtures show them):
 `user` / `assistant` carry the conversation; `queue-operation` and `attachment:queued_command`
@@ -30,6 +31,7 @@ record type is counted in meta["unknown_records"] with a warning.
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from typing import Any
@@ -40,6 +42,7 @@ from ._common import (
     Noise,
     Source,
     assistant_parts,
+    block_text,
     finish_skips,
     load_records,
     mark_harness_noise,
@@ -113,12 +116,9 @@ def load(src: Source) -> Session:
     messages = [rec for _, rec in records if isinstance(rec, dict) and rec.get("type") in ("user", "assistant")]
     subagent = bool(messages) and all(rec.get("isSidechain") for rec in messages)
     agent_id = next((str(rec["agentId"]) for rec in messages if rec.get("agentId")), "") if subagent else ""
-    queued: list[tuple[str, int, Any]] = []  # (text, line, timestamp) typed while the agent worked
+    queued: list[tuple[str | None, int, Any]] = []  # (text or None, line, timestamp) typed while the agent worked
     delivered: list[tuple[str, int, Any]] = []  # handed to the model mid-turn, not yet placed
     unknown: Counter[str] = Counter()
-    # Mid-turn deliveries are read from `remove` when the file has them, else from the attachment.
-    removes = any(isinstance(r, dict) and r.get("type") == "queue-operation" and r.get("operation") == "remove"
-                  for _, r in records)
     for n, rec in records:
         if not isinstance(rec, dict):
             warnings.append(f"line {n}: not a JSON object, skipped")
@@ -129,9 +129,10 @@ def load(src: Source) -> Session:
             continue
         if rtype == "attachment":
             att = rec.get("attachment") if isinstance(rec.get("attachment"), dict) else {}
-            if att.get("type") == QUEUED_ATTACHMENT and not removes and isinstance(att.get("prompt"), str):
-                delivered.append((att["prompt"], n, rec.get("timestamp")))
-                counts["queued"] += 1
+            prompt = block_text(att.get("prompt")) if att.get("type") == QUEUED_ATTACHMENT else ""
+            if prompt.strip():
+                if _deliver(delivered, (prompt, n, rec.get("timestamp"))):
+                    counts["queued"] += 1
             else:
                 skipped[f"attachment:{att.get('type')}" if att.get("type") else "attachment"] += 1
             continue
@@ -212,16 +213,39 @@ def load(src: Source) -> Session:
     return session
 
 
-def _queue(rec: dict[str, Any], n: int, queued: list[tuple[str, int, Any]], delivered: list[tuple[str, int, Any]]) -> bool:
+def _task_notification(content: str) -> bool:
+    """Claude Code queues a background task's notice in the same queue as typed words, as JSON
+    `{"task_id", "tool_use_id", "description", "task_type"}`: the harness's, not the user's."""
+    if not content.lstrip().startswith("{"):
+        return False
+    try:
+        data = json.loads(content)
+    except ValueError:
+        return False
+    return isinstance(data, dict) and "task_id" in data and "tool_use_id" in data
+
+
+def _deliver(delivered: list[tuple[str, int, Any]], item: tuple[str, int, Any]) -> bool:
+    """A mid-turn delivery, once: its `remove` and its attachment name the same words."""
+    if any(text == item[0] for text, _, _ in delivered):
+        return False
+    delivered.append(item)
+    return True
+
+
+def _queue(rec: dict[str, Any], n: int, queued: list[tuple[str | None, int, Any]],
+           delivered: list[tuple[str, int, Any]]) -> bool:
     """Follow the queue of typed-ahead messages; True when this record delivered one mid-turn."""
     op = rec.get("operation")
-    if op == "enqueue" and isinstance(rec.get("content"), str):
-        queued.append((rec["content"], n, rec.get("timestamp")))
+    if op == "enqueue":  # without its text (some versions): a place in the queue all the same
+        content = rec.get("content")
+        words = content if isinstance(content, str) and not _task_notification(content) else None
+        queued.append((words, n, rec.get("timestamp")))
     elif op == "dequeue" and queued:
         queued.pop(0)  # sent as the next prompt: an ordinary user record follows
     elif op == "remove" and queued:
-        delivered.append(queued.pop(0))
-        return True
+        text, at, ts = queued.pop(0)
+        return text is not None and _deliver(delivered, (text, at, ts))
     elif op == "popAll" and queued:
         queued.pop(0)  # taken back into the input box, one record per message: never sent
     return False
