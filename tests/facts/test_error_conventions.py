@@ -16,6 +16,7 @@ from worker.facts.output import (
     MAX_LINT_LINES_PER_RULE,
     error_findings,
     error_lines,
+    exit_code_of,
     first_meaningful_line,
     is_project_path,
 )
@@ -380,3 +381,21 @@ def test_a_cancelled_parallel_call_is_no_error_and_no_outcome():
     log = next(c for c in ledger.commands if c.command == "git log --oneline -3")
     assert log.status == "unknown" and log.exit_code is None
     assert ledger.file("/repo/a.md") is None  # it was never read
+
+
+def test_escaped_output_is_read_as_the_lines_it_encodes():
+    # codex-desktop-entiresem_019f8eab (tune half; entireio/entire-sem, MIT), lines 73, 267, 667.
+    # Codex's own failure report quotes the error with Rust's {:?}: the rejection is its first line.
+    assert error_lines(read("codex_exec_rejected.txt")) == [
+        "exec_command failed for `/bin/zsh -lc 'entire login'`: CreateProcess { message: \"Rejected(\"This action was "
+        "rejected due to unacceptable risk."]
+    # A code-mode cell returning `JSON.stringify(r)`: the exit code and the tool's lines are inside.
+    out = read("codex_code_mode_json.txt")
+    assert exit_code_of(out) == 1
+    assert error_lines(out) == [
+        "mise ERROR error parsing config file: /private/tmp/entire-graph-trail10.saEL7x/mise.toml",
+        "mise ERROR Config files in /private/tmp/entire-graph-trail10.saEL7x/mise.toml are not trusted."]
+    # ... and under mise's task prefix, a go build error.
+    assert error_lines(read("codex_code_mode_go_build.txt")) == ["internal/sem/search.go:1839:6: undefined: containsString"]
+    # A literal backslash-n in ordinary output is only split, never turned into an error.
+    assert error_lines('printf("done\\n")') == []

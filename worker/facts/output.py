@@ -13,6 +13,7 @@ is taken off before the rules see it, so an error a hook or the harness printed 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,6 +39,8 @@ LINT_RULE_RES = (  # tried in order: the first that matches names the rule
     re.compile(r" \(([\w-]+)\)$"),  # golangci-lint's linter
     re.compile(r"^\d+:\d+\s+error\s+(.+)$"),  # stylish without an id on the line: the message
 )
+ESCAPED_NEWLINE = "\\n"  # a backslash and an n: a newline inside a JSON or Rust-quoted string
+UNESCAPE_DEPTH = 3  # a Debug string inside a JSON string inside a script's output: three layers at most
 ERROR_LINE_MAX_CHARS = 400  # a minified-JS or HTML dump on one line is not an error message
 OUTPUT_EXCERPT_MAX_CHARS = 160  # a short output (like `345`) is a fact; a long one is a log
 OUTPUT_EXCERPT_MAX_LINES = 2  # ... and so is a two-line answer; a third line makes it a log
@@ -57,15 +60,16 @@ MISE_TASK_PREFIX_RE = re.compile(r"^\[[a-z][\w.-]*(?::[\w.-]+)*\] ")
 # that is "(none)" says nothing happened.
 SHELL_ENVELOPE_NONE = r"(?:Error|Signal|Background PIDs|Process Group PGID|Directory): \(none\)$"
 SHELL_ENVELOPE_NONE_RE = re.compile(SHELL_ENVELOPE_NONE)
+# Progress a tool prints while it works: mise installing a tool (`mise go@1.26.3  [1/3] install`,
+# `… ✓ installed`), the go command fetching modules (`go: downloading golang.org/x/vuln v1.3.0`).
+PROGRESS = r"mise \S+@\S+\s+(?:\[\d+/\d+\]|✓)|go: downloading \S"
 # Codex's exec envelope around a command's output: `Chunk ID`, `Wall time: 0.1486 seconds`,
 # `Process exited with code 1` (an exit code, read as one), `Process running with session ID`,
 # `Original token count`, `Output:` (codex-rs core/src/tools/handlers/unified_exec.rs
 # format_response); the older `Exit code: 1` / `Wall time` / `Output:` (format_exec_output_str)
-# and its truncation note `Total output lines: N`.
-# Progress a tool prints while it works: mise installing a tool (`mise go@1.26.3  [1/3] install`,
-# `… ✓ installed`), the go command fetching modules (`go: downloading golang.org/x/vuln v1.3.0`).
-PROGRESS = r"mise \S+@\S+\s+(?:\[\d+/\d+\]|✓)|go: downloading \S"
-CODEX_ENVELOPE = (r"Chunk ID: \w+$|Wall time: [\d.]+ seconds$|Process running with session ID \S+$"
+# and its truncation note `Total output lines: N`; code mode's cell header `Script completed` /
+# `Wall time 0.3 seconds` / `Output:` (codex-rs code-mode).
+CODEX_ENVELOPE = (r"Chunk ID: \w+$|Wall time:? [\d.]+ seconds$|Script completed$|Process running with session ID \S+$"
                   r"|Original token count: \d+$|Total output lines: \d+$|Output:$")
 NOISE_LINE_RE = re.compile(
     r"^(?:>|\$ |bash-\$|\(Open file: |\(Current directory: |Debugger attached\.|Waiting for the debugger"
@@ -154,7 +158,8 @@ AGENT_TOOL_ERROR_RE = re.compile(
     r"^(?:File has not been read yet\b|File has been modified since read\b|String to replace not found in file\b"
     r"|Found \d+ matches of the string to replace\b|Could not find (?:the exact text|edits\[\d+\]) in \S"
     r"|Found \d+ occurrences of the text in \S|No changes made to \S|oldString not found in content\b"
-    r"|Could not find oldString in the file\b|Found multiple matches for oldString\b|apply_patch verification failed: \S)")
+    r"|Could not find oldString in the file\b|Found multiple matches for oldString\b|apply_patch verification failed: \S"
+    r"|exec_command failed for `)")
 GOLANGCI_LINE_RE = re.compile(r"^\S+\.go:\d+:\d+: \S.* \([\w-]+\)$")
 # stylish: `line:col  error  msg  rule`; a multi-line message (textlint's) ends with the rule
 # id on its last line, so the id is not required on the first.
@@ -403,7 +408,8 @@ CONVENTIONS: tuple[Convention, ...] = (
                "<path>. The old text must match exactly…` (pi-mono coding-agent/src/core/tools/edit.ts); opencode "
                "`Could not find oldString in the file…` / `oldString not found in content` (packages/opencode/src/tool/edit.ts); Codex's and opencode's apply_patch `apply_patch verification failed: "
                "Failed to find expected lines in <path>` (codex-rs/core/src/tools/handlers/apply_patch.rs, "
-               "packages/opencode/src/tool/apply_patch.ts)"),
+               "packages/opencode/src/tool/apply_patch.ts); Codex's `exec_command failed for `cmd`: {err:?}` when the "
+               "process was not run (a sandbox denial, a rejected approval; codex-rs tools/handlers/unified_exec.rs)"),
     # bun's `(fail) name [1208.98ms]` is kept without its time, so a re-run is the same fact.
     Convention("bun test failure", _rx(r"^(\(fail\) \S.*?)(?: \[[\d.]+m?s\])?$"),
                "bun test's default reporter: `(pass)` / `(fail) describe > test [12.00ms]` per test, the failure's "
@@ -445,8 +451,10 @@ CONVENTIONS: tuple[Convention, ...] = (
                "`command not found`, SIGSEGV's psignal text"),
     Convention("node resolution", _rx(r"\bCannot find module\b|\bModule not found\b"),
                "node's MODULE_NOT_FOUND `Cannot find module 'x'`, webpack's `Module not found:`"),
-    Convention("auth", _rx(r"^(?:Invalid|Missing|Expired|Revoked) (?:API key|access token|credentials)\b"),
-               "MCP tools' and API CLIs' auth refusals (`Invalid API key. …`)"),
+    Convention("auth", _rx(r"^(?:(?:Invalid|Missing|Expired|Revoked) (?:API key|access token|credentials)|Not logged in"
+                           r"|You are not logged in(?:to)?)\b"),
+               "MCP tools' and API CLIs' auth refusals (`Invalid API key. …`), a CLI's `Not logged in. Run 'x login' …` "
+               "/ gh's `You are not logged into any GitHub hosts`"),
 )
 
 
@@ -458,9 +466,46 @@ def _lint_rule(text: str) -> str:
     return text
 
 
+def _json_strings(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _json_strings(v)]
+    if isinstance(value, list):
+        return [t for v in value for t in _json_strings(v)]
+    return []
+
+
+def _logical(line: str) -> list[str]:
+    """One printed line as the lines it encodes. A script that returns a tool's result as JSON
+    (Codex code mode's `text(JSON.stringify(r))`: `{"exit_code":1,"output":"…\\n…"}`) or an
+    error quoted with Rust's `{:?}` (`exec_command failed for …: Rejected(\"…\\n…\")`) prints
+    the tool's lines escaped on one line; rows read the lines, not the escapes."""
+    if ESCAPED_NEWLINE not in line:
+        return [line]
+    stripped = line.strip()
+    if stripped.startswith("{"):
+        try:
+            data = json.loads(stripped)
+        except ValueError:
+            data = None
+        if isinstance(data, dict):  # a unified-exec result: its `output`; any other object: its strings
+            texts = [data["output"]] if isinstance(data.get("output"), str) else _json_strings(data)
+            return [t for text in texts for t in text.splitlines()]
+    for _ in range(UNESCAPE_DEPTH):
+        line = line.replace("\\\\", "\x00").replace("\\n", "\n").replace('\\"', '"').replace("\\t", "\t").replace("\x00", "\\")
+        if ESCAPED_NEWLINE not in line:
+            break
+    return line.splitlines()
+
+
+def logical_lines(output: str) -> list[str]:
+    return [t for line in output.splitlines() for t in _logical(line)]
+
+
 def output_lines(output: str) -> list[str]:
     """Stripped, non-empty lines without the SWE-agent footer."""
-    return [s for s in (line.strip() for line in output.splitlines()) if s and not SWE_FOOTER_RE.match(s)]
+    return [s for s in (line.strip() for line in logical_lines(output)) if s and not SWE_FOOTER_RE.match(s)]
 
 
 def _unprefixed(raw: str) -> str:
@@ -477,7 +522,7 @@ def error_findings(output: str) -> list[tuple[str, str | None]]:
     """(exact error line, its location or first project frame) in output order, headings after
     the lines under them, deduplicated and bounded. `output` may be any text: a tool result,
     hook output, a system reminder, a log the user pasted."""
-    raws = [_unprefixed(r) for r in output.splitlines()]
+    raws = [_unprefixed(r) for r in logical_lines(output)]
     lines = [(raw, unwrap_line(raw)) for raw in raws if raw.strip()]  # (indentation kept, unwrapped)
     found: list[tuple[bool, str, str | None, str]] = []
     in_traceback = False
@@ -539,10 +584,9 @@ def exit_code_of(output: str) -> int | None:
     m = EXIT_CODE_RE.search(output)
     if m:
         return int(m.group(1))
-    if output.lstrip().startswith("{"):
-        m = EXIT_CODE_JSON_RE.search(output)
-        if m:
-            return int(m.group(1))
+    m = EXIT_CODE_JSON_RE.search(output)  # a unified-exec result as JSON, alone or returned by a script
+    if m:
+        return int(m.group(1))
     return None
 
 
