@@ -84,13 +84,16 @@ def test_codex_item_types_from_models_rs():
         ("response_item", {"type": "compaction", "encrypted_content": "x"}),  # ResponseItem::Compaction
         ("response_item", {"type": "brand_new_item", "x": 1}),
         ("brand_new_record", {"x": 1}),
+        # RolloutItem::WorldState (0.145+): a context baseline, no model history (codex-desktop-entiresem, tune half)
+        ("world_state", {"full": True, "state": {"agents_md": {"directory": "/repo", "text": "# Agent Instructions"}}}),
     ))
     assert s.meta["model"] == "gpt-5.3-codex"
     actions = scan_actions(s.messages)
     assert [(a.command, a.status) for a in actions] == [("pytest -q", "failed")]
     info = inspect(s)
     assert info["unknown_records"] == {"record:brand_new_record": 1, "response_item:brand_new_item": 1}
-    assert {"response_item:web_search_call", "response_item:ghost_snapshot", "response_item:compaction"} <= set(info["skipped"])
+    assert {"response_item:web_search_call", "response_item:ghost_snapshot", "response_item:compaction",
+            "world_state"} <= set(info["skipped"])
     assert len(info["warnings"]) == 2
 
 

@@ -2,7 +2,7 @@
 
 Each line is a `RolloutItem` (openai/codex `codex-rs/protocol/src/protocol.rs`):
 `{"timestamp", "type", "payload"}` with type `session_meta`, `response_item`, `compacted`,
-`turn_context` or `event_msg`. `response_item` payloads are `ResponseItem`s
+`turn_context` or `event_msg` (and bookkeeping with no model history, BOOKKEEPING_TOP). `response_item` payloads are `ResponseItem`s
 (`codex-rs/protocol/src/models.rs`), what the model saw; each type the enum has had in the last
 year is read in `_item` (CALL_TYPES, OUTPUT_TYPES, SKIP_ITEMS, each citing its variant). `event_msg` payloads are UI
 events that repeat the same conversation (user_message, agent_message, agent_reasoning,
@@ -51,6 +51,10 @@ HARNESS_NOISE: tuple[Noise, ...] = (
 )
 # protocol.rs `RolloutItem` variants (serde tag "type", snake_case).
 KNOWN_TOP = {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
+# RolloutItem variants that codex-rs replays into no model history (its thread-history
+# projection maps them to nothing): a context baseline (`world_state`: AGENTS.md, environments,
+# skills; 0.145+), usage and risk bookkeeping. Counted as skipped by type.
+BOOKKEEPING_TOP = {"world_state", "token_usage_record", "security_risk_score", "rollout_reference"}
 # models.rs ResponseItem::FunctionCall (`arguments`, a JSON string), ::CustomToolCall (freeform
 # `input`), ::LocalShellCall (`action`: LocalShellAction::Exec {command: argv, working_directory}).
 CALL_TYPES = {"function_call", "custom_tool_call", "local_shell_call"}
@@ -169,6 +173,9 @@ def load(src: Source) -> Session:
             continue
         t = rec.get("type")
         p = rec.get("payload")
+        if t in BOOKKEEPING_TOP:
+            skipped[str(t)] += 1
+            continue
         if t not in KNOWN_TOP:
             unknown_record(unknown, warnings, f"line {n}", f"record:{t}", f"unknown record type {t!r}")
             continue
