@@ -141,6 +141,7 @@ def test_a_summary_for_an_agent_keeping_its_own_tail_cites_no_message_id(make_cl
     text = r.json()["checkpoint"]["summary_text"]
     constraints = text.split("## Constraints & Preferences\n")[1].split("\n## ")[0]
     assert "- User:" in constraints and "keep the public API unchanged" in constraints
+    assert "- Agent:" in text.split("## Progress\n")[1].split("\n## ")[0]  # its turn-end reports, by the same rule
     service = app.state.service
     ids = [m.id for m in service.store.get_session("pi-x").messages]
     assert len(ids) >= 6 and not [i for i in ids if re.search(rf"(?<![\w-]){re.escape(i)}(?![\w-])", text)]

@@ -123,7 +123,8 @@ def fact_sections(session: Session) -> tuple[dict[str, Section], str]:
     requests = [m.user_text for _, m in user_requests(messages)] or [m.user_text for m in messages if m.starts_turn]
     sections = {**ledger_sections(ledger, lang, cite), "Progress": progress_section(state, lang, cite),
                 "Goal": Section(text=cut_end(requests[0], GOAL_MAX_CHARS) if requests else "")}
-    return user_labelled(sections, id_forms([m.id for m in messages]), fact_labels(lang)["user"] + ":"), lang
+    labels = fact_labels(lang)
+    return user_labelled(sections, id_forms([m.id for m in messages]), labels["user"] + ":", labels["agent"] + ":"), lang
 
 
 def _render(sections: dict[str, Section], lang: str, names: tuple[str, ...]) -> str:

@@ -470,7 +470,8 @@ def compact(
     if not config.cite_ids:
         # The record keeps its ids (the page links facts to messages); the agent's text has none.
         ids = id_forms([m.id for m in session.messages])
-        plain = user_labelled(sections, ids, fact_labels(facts.lang)["user"] + ":")
+        labels = fact_labels(facts.lang)
+        plain = user_labelled(sections, ids, labels["user"] + ":", labels["agent"] + ":")
         stripped = strip_message_ids(render_summary(plain, facts.lang, reference_prefix=config.reference_prefix), ids)
         checkpoint_messages = [{**m, "content": stripped} if m.get("content") == summary_text else m
                                for m in checkpoint_messages]

@@ -81,6 +81,7 @@ FACT_LABELS = {
         "reports": "Reported by the agent at its turns' ends (newest first)",
         "agent_summary": "The agent's own summary of the earlier turns ({id}), carried as written:",
         "user": "User",  # a constraint's label for a reader who cannot look message ids up
+        "agent": "Agent",  # ... and a quoted report's
     },
     "zh": {
         "unresolved": "未解决的错误", "resolved": "已解决的错误",
@@ -93,6 +94,7 @@ FACT_LABELS = {
         "reports": "智能体在各轮结束时的报告（最新在前）",
         "agent_summary": "智能体自己对较早轮次的摘要（{id}），原样保留：",
         "user": "用户",
+        "agent": "智能体",
     },
 }
 SHRINK_STEPS = (40, 24, 16, 10, 6, 3, 1)  # last resort when the ranked fit misses its budget
@@ -314,16 +316,20 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
     }
 
 
-def user_labelled(sections: dict[str, Section], ids: set[str], label: str) -> dict[str, Section]:
-    """The constraints labelled as the user's words (`label`, e.g. "User:") instead of by the
-    message id they came from: for a reader that cannot look compactd's ids up (an agent's own
-    template, a hook). The ids in the text are dropped as it is rendered (strip_message_ids)."""
-    constraints = sections.get("Constraints & Preferences")
-    if constraints is None:
-        return sections
-    return {**sections, "Constraints & Preferences": replace(constraints, blocks=[
-        replace(b, bullets=[replace(x, text=label) if x.text.rstrip(":") in ids else x for x in b.bullets])
-        for b in constraints.blocks])}
+def user_labelled(sections: dict[str, Section], ids: set[str], label: str,
+                  agent_label: str = "Agent:") -> dict[str, Section]:
+    """The constraints labelled as the user's words (`label`, e.g. "User:") and the agent's
+    quoted reports as its own (`agent_label`) instead of by the message id they came from: for a
+    reader that cannot look compactd's ids up (an agent's own template, a hook). The ids in the
+    text are dropped as it is rendered (strip_message_ids)."""
+    def relabel(name: str, new: str) -> dict[str, Section]:
+        section = sections.get(name)
+        if section is None:
+            return {}
+        return {name: replace(section, blocks=[
+            replace(b, bullets=[replace(x, text=new) if x.text.rstrip(":") in ids else x for x in b.bullets])
+            for b in section.blocks])}
+    return {**sections, **relabel("Constraints & Preferences", label), **relabel("Progress", agent_label)}
 
 
 def progress_section(state: WorkState, lang: str = "en", cite: dict[str, str] | None = None) -> Section:
