@@ -350,5 +350,8 @@ def test_a_second_compaction_over_our_snapshot_is_an_update(slow):
         assert r.status_code == 200, r.text
         second = text_of(r.json())
         state = client.app.state.service.agents.state_of(_fingerprint(second))
-    assert state is not None and state.checkpoint.audit.mode == "agent:gemini-cli:update"
+    # An update, answered at once; its background refinement may already have replaced it (a race
+    # with the slow backend that a loaded machine can lose either way).
+    assert state is not None and state.checkpoint.audit.mode in ("agent:gemini-cli:update",
+                                                                 "agent:gemini-cli:update:refined")
     assert f"`{ERROR_LINE}`" in second and second.count("<state_snapshot>") == 1
