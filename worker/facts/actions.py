@@ -150,9 +150,9 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
     lname = action.tool.lower()
     file_tool = lname in READ_TOOLS | WRITE_TOOLS | EDIT_TOOLS | EDITOR_TOOLS | PATCH_TOOLS
     action.exit_code = exit_code_of(output) if not file_tool else None
-    if file_tool and not is_error:
-        first = first_meaningful_line(output)
-        is_error = bool(first and AGENT_TOOL_ERROR_RE.match(unwrap_line(first)))
+    if file_tool and not is_error:  # a refusal is the result's first line; file content is not scanned
+        first = next((line for line in output.splitlines() if line.strip()), "")
+        is_error = bool(AGENT_TOOL_ERROR_RE.match(unwrap_line(first)))
     if action.exit_code == 1 and action.command and last_program(action.command) in EXIT_1_OK_PROGRAMS:
         action.exit_code = 0  # `grep` found nothing: an answer, not an error
         is_error = False

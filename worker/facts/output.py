@@ -40,6 +40,7 @@ LINT_RULE_RES = (  # tried in order: the first that matches names the rule
     re.compile(r"^\d+:\d+\s+error\s+(.+)$"),  # stylish without an id on the line: the message
 )
 ESCAPED_NEWLINE = "\\n"  # a backslash and an n: a newline inside a JSON or Rust-quoted string
+ESCAPED_QUOTE = '\\"'  # ... and the quote such a string escapes around the strings it holds
 UNESCAPE_DEPTH = 3  # a Debug string inside a JSON string inside a script's output: three layers at most
 ERROR_LINE_MAX_CHARS = 400  # a minified-JS or HTML dump on one line is not an error message
 OUTPUT_EXCERPT_MAX_CHARS = 160  # a short output (like `345`) is a fact; a long one is a log
@@ -492,6 +493,8 @@ def _logical(line: str) -> list[str]:
         if isinstance(data, dict):  # a unified-exec result: its `output`; any other object: its strings
             texts = [data["output"]] if isinstance(data.get("output"), str) else _json_strings(data)
             return [t for text in texts for t in text.splitlines()]
+    if ESCAPED_QUOTE not in line:
+        return [line]  # a literal `\\n` in printed source code, not an escaped string
     for _ in range(UNESCAPE_DEPTH):
         line = line.replace("\\\\", "\x00").replace("\\n", "\n").replace('\\"', '"').replace("\\t", "\t").replace("\x00", "\\")
         if ESCAPED_NEWLINE not in line:
@@ -503,9 +506,11 @@ def logical_lines(output: str) -> list[str]:
     return [t for line in output.splitlines() for t in _logical(line)]
 
 
-def output_lines(output: str) -> list[str]:
-    """Stripped, non-empty lines without the SWE-agent footer."""
-    return [s for s in (line.strip() for line in logical_lines(output)) if s and not SWE_FOOTER_RE.match(s)]
+def output_lines(output: str, *, decoded: bool = True) -> list[str]:
+    """Stripped, non-empty lines without the SWE-agent footer; escaped lines decoded (`_logical`)
+    unless a quote must be verbatim."""
+    lines = logical_lines(output) if decoded else output.splitlines()
+    return [s for s in (line.strip() for line in lines) if s and not SWE_FOOTER_RE.match(s)]
 
 
 def _unprefixed(raw: str) -> str:
@@ -629,7 +634,7 @@ def failing_test_ids(output: str) -> list[str]:
 
 
 def output_excerpt(output: str) -> str | None:
-    lines = [s for s in output_lines(output)
+    lines = [s for s in output_lines(output, decoded=False)  # quoted as the tool printed it
              if not SWE_OK_RE.match(s) and not EXIT_CODE_RE.match(s) and not NOISE_LINE_RE.match(s)]
     text = "\n".join(lines)
     if lines and len(lines) <= OUTPUT_EXCERPT_MAX_LINES and len(text) <= OUTPUT_EXCERPT_MAX_CHARS:

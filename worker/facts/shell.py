@@ -286,6 +286,11 @@ def last_program(command: str) -> str | None:
     return words[0].rsplit("/", 1)[-1] if words else None
 
 
+def command_words(seg: list[str]) -> list[str]:
+    """A segment's program and arguments: without redirects and `VAR=value` prefixes."""
+    return [w for w in without_redirects(seg) if "=" not in w.split("/", 1)[0]]
+
+
 def only_looks(command: str) -> bool:
     """Every program in `command` only reads or prints (`git status`, `ls src | head`, `cd x`)."""
     segs = segments(strip_heredocs(command)[0])
@@ -294,7 +299,7 @@ def only_looks(command: str) -> bool:
     for seg in segs:
         if any(tok in (">", ">>", "&>", ">|") and nxt != "/dev/null" for tok, nxt in zip(seg, [*seg[1:], ""], strict=True)):
             return False  # it writes a file
-        words = [w for w in without_redirects(seg) if "=" not in w.split("/", 1)[0]]  # VAR=value prefixes
+        words = command_words(seg)
         if not words or words[0] == "cd":
             continue
         program = words[0].rsplit("/", 1)[-1]
@@ -329,7 +334,7 @@ PACKAGE_RUNNERS = {"npm", "pnpm", "yarn", "bun"}
 def sets_up(command: str) -> bool:
     """Does `command` set up the environment (SETUP_SUBCOMMANDS, a package's dev server)?"""
     for seg in segments(strip_heredocs(command)[0]):
-        words = [w for w in without_redirects(seg) if "=" not in w.split("/", 1)[0]]  # VAR=value prefixes
+        words = command_words(seg)
         if not words:
             continue
         program = words[0].rsplit("/", 1)[-1]

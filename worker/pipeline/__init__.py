@@ -176,7 +176,7 @@ class _Facts:
     sections: dict[str, Section]
     changed_since: list[str] = field(default_factory=list)  # files created or modified since the boundary
     dense: dict[str, Section] = field(default_factory=dict)  # the same facts without repeats (a tight budget)
-    for_model: dict[str, Section] = field(default_factory=dict)  # the facts the model is shown: no reports (it reads them)
+    cite: dict[str, str] = field(default_factory=dict)  # message id -> how the sections cite it
 
 
 @dataclass
@@ -242,8 +242,7 @@ def _facts(session: Session, previous: Checkpoint | None) -> _Facts:
     }
     changed = [path for a in actions for path, what in a.files if what in ("created", "modified")]
     dense = {**sections, **ledger_sections(ledger, lang, cite, dense=True)}
-    for_model = {**sections, "Progress": progress_section(replace(state, reports=[]), lang, cite)}
-    return _Facts(since_boundary, ledger, state, lang, sections, list(dict.fromkeys(changed)), dense, for_model)
+    return _Facts(since_boundary, ledger, state, lang, sections, list(dict.fromkeys(changed)), dense, cite)
 
 
 @dataclass
@@ -355,9 +354,11 @@ def _narrate(session: Session, backend: Backend, config: CompactionConfig, previ
         window = config.summarizer_window or backend.info().context_size or 8192
         say(f"summarizing {len(head)} messages with the model")
         ids = id_forms([m.id for m in session.messages])
+        # The model reads the turns themselves: the agent's quoted reports would only repeat them.
+        shown = {**facts.sections, "Progress": progress_section(replace(facts.state, reports=[]), facts.lang, facts.cite)}
         result = summarize_narrative(
             backend, head,
-            facts=strip_message_ids(render_summary(user_labelled(facts.for_model, ids, fact_labels(facts.lang)["user"] + ":"),
+            facts=strip_message_ids(render_summary(user_labelled(shown, ids, fact_labels(facts.lang)["user"] + ":"),
                                                    facts.lang, reference_prefix=False), ids),
             previous=previous_for_model, lang=facts.lang,
             window=window, max_new_tokens=config.max_new_tokens, priority=config.priority,
