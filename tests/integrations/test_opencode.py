@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.integrations.agent_stub import AgentStub
 from tests.integrations.agents import OPENCODE, bare_path, install, integrate
-from tests.integrations.chat_stub import ChatStub
 
 pytestmark = pytest.mark.model
 
@@ -69,7 +69,7 @@ def test_opencode_carries_compactds_summary(compactd_url, tmp_path):
     (work / "foo.py").write_text("def foo():\n    return 1\n")
     (work / "test_foo.py").write_text(
         "from foo import foo\n\nassert foo() == 2, f\"foo() returned {foo()}, expected 2\"\nprint('ok')\n")
-    with ChatStub("python3 test_foo.py", inflate_once=INFLATED) as stub:
+    with AgentStub("python3 test_foo.py", inflate_once=INFLATED) as stub:
         (work / "opencode.json").write_text(json.dumps(users_config(stub.url), indent=1))
         integrate("opencode", work, "--url", compactd_url)
         config = json.loads((work / "opencode.json").read_text())

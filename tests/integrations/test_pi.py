@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 
 from tests.fakes import free_port
+from tests.integrations.agent_stub import REPLY, AgentStub
 from tests.integrations.agents import PI, bare_path, install, integrate
-from tests.integrations.chat_stub import REPLY, ChatStub
 
 pytestmark = pytest.mark.model
 
@@ -94,7 +94,7 @@ class Rpc:
             self.proc.wait(10)
 
 
-def pi_session(exe: Path, tmp: Path, stub: ChatStub, compactd_url: str) -> Rpc:
+def pi_session(exe: Path, tmp: Path, stub: AgentStub, compactd_url: str) -> Rpc:
     home = tmp / "pihome"
     home.mkdir()
     models = {"providers": {"mainstub": {"baseUrl": stub.url, "api": "openai-completions", "apiKey": "none",
@@ -117,7 +117,7 @@ def pi_session(exe: Path, tmp: Path, stub: ChatStub, compactd_url: str) -> Rpc:
     return Rpc(argv, work, env, tmp / "pi.err")
 
 
-def carried_summary(stub: ChatStub) -> str:
+def carried_summary(stub: AgentStub) -> str:
     texts = []
     for r in stub.requests:
         for m in r["body"].get("messages", []):
@@ -130,7 +130,7 @@ def carried_summary(stub: ChatStub) -> str:
 
 def run_and_compact(compactd_url: str, tmp_path: Path) -> tuple[dict[str, Any], str, list[dict[str, Any]]]:
     exe = install(PI)
-    with ChatStub("python3 test_foo.py") as stub:
+    with AgentStub("python3 test_foo.py") as stub:
         rpc = pi_session(exe, tmp_path, stub, compactd_url)
         try:
             rpc.prompt("Run python3 test_foo.py and fix the bug in foo.py. Keep the function signature unchanged.")
