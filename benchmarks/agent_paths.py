@@ -156,9 +156,11 @@ def claude_code_cut(case: RealCase, tmp: Path) -> tuple[Path, Path, dict[str, An
 def ledger_text(session: Any) -> str:
     """Every deterministic section compactd derives from `session` (the goal, constraints,
     progress, errors and commands, files), unbounded: what a path's text could at most keep
-    without the model."""
+    without the model. None (a transcript with no conversation yet) derives nothing."""
     from worker.agents.claude_code import fact_sections
 
+    if session is None:
+        return ""
     sections, _lang = fact_sections(session)
     return "\n".join(section.body() for section in sections.values())
 

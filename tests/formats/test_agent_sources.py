@@ -221,6 +221,19 @@ def test_claude_code_tool_result_error_forms():
     assert inspect(s)["unknown_records"] == {"record:mystery-record": 1}
 
 
+def test_claude_code_session_metadata_records_are_known():
+    # claude-code 2.1.197's transcript loader reads these beside the messages; shapes as its
+    # writer appends them ({type, <field>, sessionId}); context collapse (marble-origami-*) and
+    # content-replacement leave the messages themselves in the file.
+    meta = [{"type": t, "sessionId": "s"} for t in (
+        "mode", "permission-mode", "agent-color", "agent-setting", "attribution-snapshot", "bridge-session",
+        "content-replacement", "fork-context-ref", "isolation-latch", "relocated", "speculation-accept",
+        "marble-origami-commit", "marble-origami-snapshot", "marble-origami-reset")]
+    s = claude_code.load(meta + [cc_user(1, "build it")])
+    assert inspect(s)["unknown_records"] == {} and not s.warnings
+    assert [m.user_text for _, m in user_requests(s.messages)] == ["build it"]
+
+
 def test_pi_and_opencode_unknown_types_are_counted():
     # pi session-manager.ts: a `session` header, then entries; `future_entry` is no SessionEntry type
     p = pi.load([{"type": "session", "id": "p", "cwd": "/r", "version": 3},

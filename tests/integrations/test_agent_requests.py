@@ -70,6 +70,20 @@ def test_the_hook_labels_the_users_words_as_the_users_and_cites_no_record_id(eve
     assert not [x for x in cited if x in text]
 
 
+def test_a_transcript_with_no_conversation_yet_adds_nothing(tmp_path):
+    """Session metadata only (as claude-code 2.1.197 writes it before a session's first message):
+    no facts to add, so empty output and exit 0, not a fail-open error."""
+    path = tmp_path / "s.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in (
+        {"type": "custom-title", "customTitle": "Website redesign", "sessionId": "s"},
+        {"type": "mode", "mode": "normal", "sessionId": "s"},
+        {"type": "permission-mode", "permissionMode": "default", "sessionId": "s"})) + "\n")
+    for event, extra in (("PreCompact", {"trigger": "manual"}), ("SessionStart", {"source": "compact"})):
+        done = subprocess.run([sys.executable, "-m", "worker.cli", "hook", "claude-code"], cwd=REPO, timeout=60,
+                              input=hook_input(event, path, **extra), capture_output=True, text=True)
+        assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+
+
 @pytest.mark.parametrize("stdin, message", [
     ("not json", "compactd: hook: hook input on stdin is not JSON\n"),
     ('{"hook_event_name": "Stop", "transcript_path": "x"}',

@@ -17,7 +17,9 @@ and the fact ledger and work state need none. Both outputs are bounded in bytes.
 
 Failure policy: this hook must never stop a compaction. Claude Code treats exit code 2 from
 PreCompact as "block", so bad hook input or an unreadable transcript is one line on stderr and
-exit 1, Claude Code's non-blocking error: the compaction goes on without compactd's facts.
+exit 1, Claude Code's non-blocking error: the compaction goes on without compactd's facts. A
+transcript that holds no conversation yet (a session opened on an earlier one's summary, only
+settings records before the boundary) has no facts to add: empty output, exit 0.
 """
 
 from __future__ import annotations
@@ -97,13 +99,16 @@ def parse_hook_input(raw: str) -> HookInput:
     return HookInput(event, Path(path).expanduser(), data.get("source"), data.get("trigger"))
 
 
-def load_transcript(path: Path) -> Session:
-    from ..formats import FormatError, load
+def load_transcript(path: Path) -> Session | None:
+    """The session; None for a transcript with no conversation in it yet."""
+    from ..formats import FormatError, NoMessagesError, load
 
     if not path.is_file():
         raise HookInputError(f"transcript not found: {path}")
     try:
         return load(path, format="claude_code")
+    except NoMessagesError:
+        return None
     except (FormatError, OSError) as exc:
         raise HookInputError(f"cannot import {path}: {exc}") from None
 
@@ -171,11 +176,14 @@ def session_start_output(session: Session, limit: int = MAX_OUTPUT_BYTES) -> dic
 
 def run_hook(raw: str) -> str:
     """The hook's stdout for one invocation; HookInputError for input it cannot use. A
-    SessionStart for anything but a compaction adds nothing (empty output)."""
+    SessionStart for anything but a compaction, or a transcript with no conversation yet, adds
+    nothing (empty output)."""
     hook = parse_hook_input(raw)
     if hook.event == "SessionStart" and hook.source not in (None, "compact"):
         return ""
     session = load_transcript(hook.transcript_path)
+    if session is None:
+        return ""
     if hook.event == "PreCompact":
         return precompact_instructions(session)
     return json.dumps(session_start_output(session), ensure_ascii=False)

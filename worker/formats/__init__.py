@@ -13,9 +13,9 @@ from typing import Any
 
 from ..session import Session
 from . import anthropic, claude_code, codex, gemini, openai, opencode, pi, swe_agent
-from ._common import UNKNOWN_RECORDS, FormatError, Source, loads, parse_jsonl, read_bytes
+from ._common import UNKNOWN_RECORDS, FormatError, NoMessagesError, Source, loads, parse_jsonl, read_bytes
 
-__all__ = ["FORMATS", "FormatError", "detect", "inspect", "load"]
+__all__ = ["FORMATS", "FormatError", "NoMessagesError", "detect", "inspect", "load"]
 
 FORMATS: dict[str, Callable[[Source], Session]] = {
     "openai": openai.load,

@@ -24,6 +24,11 @@ class FormatError(ValueError):
     """Input that cannot be imported; the CLI reports it as one line with exit code 2."""
 
 
+class NoMessagesError(FormatError):
+    """Well-formed input that holds no conversation yet (only settings or bookkeeping records): a
+    hook may treat it as nothing to add, where a command asked to compact it still fails."""
+
+
 # Hosts that inject text into user messages: such a message is context, not the user's words,
 # so it must not open a turn (Message.starts_turn honours meta["injected"]).
 INJECTED = "injected"
@@ -192,7 +197,7 @@ def unknown_record(unknown: Counter[str], warnings: list[str], where: str, kind:
 def require_messages(session_messages: list, what: str, warnings: list[str]) -> None:
     if not session_messages:
         detail = f"; {len(warnings)} warning(s), first: {warnings[0]}" if warnings else ""
-        raise FormatError(f"no importable messages found in {what} input{detail}")
+        raise NoMessagesError(f"no importable messages found in {what} input{detail}")
 
 
 # Tool-call block shapes: Anthropic/Claude Code `tool_use` + `input`, pi `toolCall` + `arguments`.
