@@ -125,6 +125,20 @@ def classic_traj(with_types: bool = True) -> dict:
     ]}
 
 
+def test_codex_contextual_fragments_and_ide_context_are_not_the_users_words():
+    # codex-rs/core/src/contextual_user_message.rs CONTEXTUAL_USER_FRAGMENTS, the plugin catalogue
+    # Desktop sends as a user message, and an IDE's context before protocol.rs USER_MESSAGE_BEGIN.
+    s = codex.load(rollout(
+        user("<recommended_plugins>\nHere is a list of plugins that are available but not installed.\n"
+             "- Slack (slack@openai-curated-remote)\n</recommended_plugins>"),
+        user("<skill>\n<name>imagegen</name>\n</skill>"),
+        user("<subagent_notification>{\"agent_id\": \"a1\", \"status\": \"completed\"}</subagent_notification>"),
+        user("<additional_context>\n<title>Context from my editor</title>\n</additional_context>"),
+        user("# Files mentioned by the user:\n\n## shot.png: /tmp/shot.png\n\n## My request for Codex:\n"
+             "Redesign the details panel from the attached image")))
+    assert [m.user_text for _, m in user_requests(s.messages)] == ["Redesign the details panel from the attached image"]
+
+
 def test_swe_agent_classic_observations_are_tool_output_not_the_user():
     for with_types in (True, False):  # 0.x files have no message_type
         s = swe_agent.load(classic_traj(with_types))

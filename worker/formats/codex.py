@@ -39,7 +39,13 @@ from ._common import (
     unknown_record,
 )
 
-# What Codex (CLI and Desktop) injects as user messages or into them (tests/fixtures rollouts).
+# What Codex (CLI and Desktop) injects as user messages or into them: codex-rs/core/src/
+# contextual_user_message.rs (CONTEXTUAL_USER_FRAGMENTS: AGENTS.md, environment_context, skill,
+# user_shell_command, turn_aborted, subagent_notification, additional_context), the protocol's
+# other user-input tags (user_instructions; recommended_plugins, the plugin catalogue Desktop
+# sends), and an IDE's context before protocol.rs USER_MESSAGE_BEGIN ("## My request for
+# Codex:", where the user's own words begin).
+USER_MESSAGE_BEGIN = "## My request for Codex:"
 HARNESS_NOISE: tuple[Noise, ...] = (
     Noise("agents-md", re.compile(r"# AGENTS\.md instructions for [^\n]*\n+<INSTRUCTIONS>.*?(?:</INSTRUCTIONS>|\Z)", re.S)),
     Noise("instructions", tag("INSTRUCTIONS")),
@@ -47,6 +53,11 @@ HARNESS_NOISE: tuple[Noise, ...] = (
     Noise("environment-context", tag("environment_context")),
     Noise("user-shell-command", tag("user_shell_command")),
     Noise("turn-aborted", tag("turn_aborted")),
+    Noise("skill", tag("skill")),
+    Noise("subagent-notification", tag("subagent_notification", flags=re.I)),
+    Noise("additional-context", tag("additional_context")),
+    Noise("recommended-plugins", tag("recommended_plugins")),
+    Noise("ide-context", re.compile(rf"\A.*?{re.escape(USER_MESSAGE_BEGIN)}[ \t]*\n?", re.S)),
     Noise("image", re.compile(r"<image\b[^>]*>.*?</image>|\[Image #\d+\]|\[input_image: [^\]\n]*\]", re.S)),
 )
 # protocol.rs `RolloutItem` variants (serde tag "type", snake_case).
