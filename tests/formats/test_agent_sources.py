@@ -261,6 +261,30 @@ def test_pi_and_opencode_unknown_types_are_counted():
     assert o.meta["skipped"] == {"part:agent": 1}
 
 
+def test_opencode_exit_code_subtask_command_and_apply_patch():
+    # opencode tool/bash.ts: a command that ran to its end is `completed`, its exit code in
+    # metadata.exit; prompt.ts command(): a subtask command's part holds the expanded template;
+    # tool/apply_patch.ts takes `patchText`.
+    patch = "*** Begin Patch\n*** Add File: .github/workflows/scan.yml\n+name: Scan\n*** End Patch"
+    o = opencode.load({"info": {"id": "ses"}, "messages": [
+        {"info": {"id": "m1", "role": "user"}, "parts": [{"type": "text", "text": "Do not change the auth logic."}]},
+        {"info": {"id": "m2", "role": "assistant"}, "parts": [
+            {"type": "tool", "callID": "c1", "tool": "bash", "state": {
+                "status": "completed", "input": {"command": "pnpm audit"}, "output": "7 vulnerabilities found",
+                "metadata": {"exit": 1}}},
+            {"type": "tool", "callID": "c2", "tool": "bash", "state": {
+                "status": "completed", "input": {"command": "git status"}, "output": "", "metadata": {"exit": 0}}},
+            {"type": "tool", "callID": "c3", "tool": "apply_patch", "state": {
+                "status": "completed", "input": {"patchText": patch}, "output": "Success."}}]},
+        {"info": {"id": "m3", "role": "user"}, "parts": [
+            {"type": "subtask", "agent": "review", "description": "review changes", "command": "review",
+             "prompt": "You are a code reviewer. Do not modify tests. Review the staged diff."}]}]})
+    assert [r.is_error for m in o.messages for r in m.tool_results] == [True, False, False]
+    assert [m.user_text for m in o.messages if m.starts_turn] == ["Do not change the auth logic.", "/review"]
+    actions = scan_actions(o.messages)
+    assert (".github/workflows/scan.yml", "created") in [(p, a) for x in actions for p, a in x.files]
+
+
 def test_inspect_json_round_trips_unknown_records():
     s = codex.load(rollout(user("x"), ("mystery", {})))
     assert json.loads(json.dumps(inspect(s)))["unknown_records"] == {"record:mystery": 1}

@@ -131,7 +131,9 @@ def _call_files(name: str, args: dict[str, Any], cwds: list[str]) -> list[tuple[
     elif lname in EDIT_TOOLS and path:
         files.append((path, "modified"))
     elif lname in PATCH_TOOLS:
-        text = next((v for v in (args.get("input"), args.get("patch"), args.get("_raw")) if isinstance(v, str)), "")
+        # Codex: the freeform `input` (or a JSON `patch`); opencode tool/apply_patch.ts: `patchText`.
+        text = next((v for v in (args.get("input"), args.get("patch"), args.get("patchText"), args.get("_raw"))
+                     if isinstance(v, str)), "")
         files += patch_file_actions(text)
     return [(normalize_path(p, cwds), a) for p, a in files]
 

@@ -65,7 +65,11 @@ def _tool_result(part: dict[str, Any], skipped: Counter[str]) -> ToolResultPart:
         t = state.get("time") if isinstance(state.get("time"), dict) else {}
         # opencode's prune sets time.compacted; the output stays stored, as in our model.
         compacted = t.get("compacted")
-        return ToolResultPart(call_id=cid, name=name, output=block_text(state.get("output")),
+        # tool/bash.ts: a command that ran to its end is `completed` whatever its status; its exit
+        # code is in metadata.exit (a non-zero one is the failure the agent saw).
+        md = state.get("metadata") if isinstance(state.get("metadata"), dict) else {}
+        failed = isinstance(md.get("exit"), int) and not isinstance(md.get("exit"), bool) and md["exit"] != 0
+        return ToolResultPart(call_id=cid, name=name, output=block_text(state.get("output")), is_error=failed,
                               compacted_at=float(compacted) / 1000 if isinstance(compacted, (int, float)) else None)
     if status == "error":
         return ToolResultPart(call_id=cid, name=name, output=str(state.get("error") or ""), is_error=True)
@@ -146,9 +150,15 @@ def load(src: Source) -> Session:
                 else:
                     _skip_part(pt, f"message {i}", skipped, unknown, warnings)
             typed = [str(p.get("text", "")) for p in parts
-                     if p.get("type") in ("text", "subtask") and not p.get("ignored") and not p.get("synthetic")]
-            if any(p.get("type") == "text" and p.get("synthetic") and not p.get("ignored") for p in parts):
-                meta["harness"] = ["synthetic"]
+                     if p.get("type") == "text" and not p.get("ignored") and not p.get("synthetic")]
+            # prompt.ts command(): a command run as a subtask is stored as one subtask part whose
+            # `prompt` is the command's template, expanded; what the user typed is the command.
+            typed += [f"/{p['command']}" for p in parts if p.get("type") == "subtask" and p.get("command")]
+            harness = [name for name, found in (
+                ("synthetic", any(p.get("type") == "text" and p.get("synthetic") and not p.get("ignored") for p in parts)),
+                ("subtask", any(p.get("type") == "subtask" for p in parts))) if found]
+            if harness:
+                meta["harness"] = harness
                 if "\n".join(typed).strip():
                     meta[USER_TEXT] = "\n".join(typed).strip()
                 else:
