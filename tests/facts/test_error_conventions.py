@@ -399,3 +399,20 @@ def test_escaped_output_is_read_as_the_lines_it_encodes():
     assert error_lines(read("codex_code_mode_go_build.txt")) == ["internal/sem/search.go:1839:6: undefined: containsString"]
     # A literal backslash-n in ordinary output is only split, never turned into an error.
     assert error_lines('printf("done\\n")') == []
+
+
+def test_pnpm_audits_summary_is_the_error_and_its_table_and_json_are_not():
+    # opencode-nimbus_ses_30bfbb6f (tune half; dayhaysoos/nimbus, MIT), message 10: `pnpm audit
+    # --audit-level high` exits 1 after a box-drawn advisory table; message 12: the same with --json.
+    assert error_lines(read("pnpm_audit_table.txt")) == ["7 vulnerabilities found Severity: 4 moderate | 3 high"]
+    data = read("pnpm_audit_json.txt")
+    assert error_lines(data) == [] and first_meaningful_line(data) is None  # all of it is the report's data
+    assert not first_meaningful_line(read("pnpm_audit_table.txt")).startswith("┌")
+
+
+def test_a_diffs_changed_lines_are_file_content_not_errors():
+    # the same session, message 28: `git diff --staged; git diff` of a change that renames error
+    # fields (`-      error: error.code,` / `+      error: 'internal_error',`); it exited 0.
+    diff = read("git_diff_staged.txt")
+    assert "error: error.code," in diff and "error: 'internal_error'," in diff
+    assert error_lines(diff) == []

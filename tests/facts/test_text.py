@@ -83,3 +83,18 @@ def test_a_stump_is_trimmed_to_its_whole_phrase_or_dropped():
     assert finished("Use the cache (because the", False) == "Use the cache…"
     assert finished("Run the tes", True) == ""  # "Run" alone is no step
     assert finished("Run `pytest -k \"test_a", False) == ""
+
+
+def test_a_command_list_is_cut_in_its_longest_link():
+    from worker.facts.shell import cut_command
+
+    # bash(1) Lists: `git add <paths> && git commit -m "msg" && git status` keeps its message.
+    cmd = ('git add .github/workflows/secret-scan.yml .github/workflows/dependency-scan.yml .gitleaks.toml '
+           '.audit-exceptions.json && git commit -m "ci: add secret scan and dependency vulnerability workflows" '
+           '&& git status --short')
+    out = cut_command(cmd, 200)
+    assert len(out) <= 200 and CUT_MARKER.split("{")[0] in out
+    assert out.startswith("git add .github/") and out.endswith(
+        '&& git commit -m "ci: add secret scan and dependency vulnerability workflows" && git status --short')
+    assert cut_command("echo 'a && b' " + "x" * 300, 120) == cut_middle("echo 'a && b' " + "x" * 300, 120)  # one link
+    assert cut_command(cmd, 1000) == cmd

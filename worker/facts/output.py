@@ -82,7 +82,8 @@ NOISE_LINE_RE = re.compile(
 EXIT_CODE_RE = re.compile(
     r"^\s*(?:Command exited with code|Process exited with code|Exit [Cc]ode:?|exit code:?|exit status:?)\s*(-?\d+)\b",
     re.MULTILINE)
-JSON_LINE_RE = re.compile(r'^(?:[\[\]{},]+|"[^"]*"\s*:.*)$')  # a pretty-printed JSON document's line
+JSON_LINE_RE = re.compile(r'^(?:[\[\]{},]+|"[^"]*"\s*:.*|"(?:[^"\\]|\\.)*",?)$')  # a pretty-printed JSON document's line
+BOX_RULE_RE = re.compile(r"^[\u2500-\u257f\s]+$")  # a table's border drawn in box-drawing characters
 EXIT_CODE_JSON_RE = re.compile(r'"exit_code"\s*:\s*(-?\d+)')  # Codex function_call_output JSON
 ABORTED_RE = re.compile(r"^\s*Command (?:aborted|timed out)\b", re.MULTILINE)
 # SWE-agent shell footer and "no output" notice: not part of the command's real output.
@@ -133,6 +134,10 @@ NOT_PROJECT_PATH_RE = re.compile(
 GO_FRAME_RE = re.compile(r"^\s+(\S+\.(?:go|s)):\d+(?: \+0x[0-9a-f]+)?\s*$")  # runtime/traceback.go: `\tfile:line +0xpc`
 GO_TEST_VERDICT_RE = re.compile(r"^\s*--- (PASS|FAIL|SKIP): ")  # a test's verdict; its messages are its own
 GO_TEST_START_RE = re.compile(r"^\s*=== (?:RUN|CONT|NAME) ")  # -v: the messages that follow precede the verdict
+# Unified diff (GNU diffutils "Detailed Unified"; git diff): a hunk `@@ -l,s +l,s @@`, then lines
+# that open with ` `, `-` or `+` (and `\ No newline at end of file`) until the next header.
+DIFF_HUNK_RE = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@")
+DIFF_LINE_MARKS = (" ", "\t", "-", "+", "\\")
 TRACEBACK_START_RE = re.compile(r"^Traceback \(most recent call last\):")  # its frames are not errors
 # `AssertionError [ERR_ASSERTION]: ...` is node's: the code in brackets is part of the name.
 EXCEPTION_LINE_RE = re.compile(
@@ -207,6 +212,11 @@ def _eslint_message(lines: Lines, i: int) -> bool:
 def _biome_message(lines: Lines, i: int) -> str | None:
     """The `× message` line right under the header."""
     return _ahead(lines, i, 3, lambda _raw, line: line.startswith(("×", "✖", "!", "i ")))
+
+
+def _audit_severity(lines: Lines, i: int) -> str | None:
+    """pnpm audit's `Severity: …` line right under its count."""
+    return _ahead(lines, i, 1, lambda _raw, line: line.startswith("Severity: "))
 
 
 def _npm_message(lines: Lines, i: int) -> str | None:
@@ -385,6 +395,10 @@ CONVENTIONS: tuple[Convention, ...] = (
     Convention("pnpm", _rx(r"^\[?ERR_PNPM_[A-Z0-9_]+\]?(?:\s+\S.*)?$"),
                "pnpm's default reporter: ` ERR_PNPM_CODE  message` (pnpm < 11) or `[ERR_PNPM_CODE] message` "
                "(cli/default-reporter/src/reportError.ts formatErrorSummary); the codes are listed at pnpm.io/errors"),
+    Convention("package audit", _rx(r"^(?:\d+ vulnerabilities found|\d+ vulnerabilit(?:y|ies) \((?:\d+ \w+(?:, )?)+\))$"),
+               "pnpm audit's summary `7 vulnerabilities found` then `Severity: 4 moderate | 3 high` (lockfile/"
+               "plugin-commands-audit audit.ts reportSummary); npm audit's `7 vulnerabilities (4 moderate, 3 high)` "
+               "(lib/utils/audit-error.js, npm-audit-report); its table above is the advisories", message=_audit_severity),
     Convention("jest failure", _rx(r"^● (?!(?:Validation|Deprecation) Warning)\S"),
                "Jest: each failed test as `● Suite › test name` (jest-message-util formatResultsErrors, TITLE_BULLET)",
                heading=True),
@@ -485,6 +499,8 @@ def _logical(line: str) -> list[str]:
     if ESCAPED_NEWLINE not in line:
         return [line]
     stripped = line.strip()
+    if JSON_LINE_RE.match(stripped):
+        return [line]  # a pretty-printed JSON document's `"key": "…\n…"`: data, one line
     if stripped.startswith("{"):
         try:
             data = json.loads(stripped)
@@ -530,10 +546,16 @@ def error_findings(output: str) -> list[tuple[str, str | None]]:
     raws = [_unprefixed(r) for r in logical_lines(output)]
     lines = [(raw, unwrap_line(raw)) for raw in raws if raw.strip()]  # (indentation kept, unwrapped)
     found: list[tuple[bool, str, str | None, str]] = []
-    in_traceback = False
+    in_traceback = in_hunk = False
     for i, (raw, line) in enumerate(lines):
         if not line or SHELL_ENVELOPE_NONE_RE.match(line):
             continue
+        if DIFF_HUNK_RE.match(raw):
+            in_hunk = True
+            continue
+        if in_hunk and raw[:1] in DIFF_LINE_MARKS:
+            continue  # a changed or context line of a diff is file content, not what the run printed
+        in_hunk = False
         if TRACEBACK_START_RE.match(line):
             in_traceback = True
             continue
@@ -580,7 +602,7 @@ def first_meaningful_line(output: str) -> str | None:
     envelope, and not JSON, which is a `--json` CLI's data on stdout (its diagnostic is prose)."""
     for line in map(unwrap_line, output_lines(output)):
         if line and (not NOISE_LINE_RE.match(line) and not EXIT_CODE_RE.match(line) and not ABORTED_RE.match(line)
-                and not JSON_LINE_RE.match(line)):
+                and not JSON_LINE_RE.match(line) and not BOX_RULE_RE.match(line)):
             return cut_middle(line, ERROR_LINE_MAX_CHARS)
     return None
 

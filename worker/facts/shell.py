@@ -12,6 +12,8 @@ import re
 import shlex
 from typing import Any
 
+from .text import cut_middle
+
 COMMAND_MAX_CHARS = 400  # heredoc scripts inside a command are not the command's identity
 
 # Commands that verify work: test runners, type checkers, builds, running a script.
@@ -119,6 +121,27 @@ def strip_heredocs(command: str) -> tuple[str, list[str]]:
             i += 1  # the delimiter line
             bodies.append("\n".join(body))
     return "\n".join(out), bodies
+
+
+CHAIN_RE = re.compile(r"\s*(?:&&|\|\||;)\s*")  # the links of a command list (bash(1) "Lists")
+MIN_LINK_CHARS = 40  # a link cut shorter than this no longer names its command
+
+
+def cut_command(command: str, limit: int) -> str:
+    """A long command within `limit`: a list (`a && b; c`) is cut in its longest link, so each
+    link's command stays readable (`git add <paths…> && git commit -m "msg"` keeps its message);
+    one long command is cut in its middle."""
+    if len(command) <= limit:
+        return command
+    masked = mask_quotes(command)
+    cuts = [(m.start(), m.end()) for m in CHAIN_RE.finditer(masked)]
+    bounds = [0] + [x for c in cuts for x in c] + [len(command)]
+    links = [(bounds[k], bounds[k + 1]) for k in range(0, len(bounds), 2)]
+    start, end = max(links, key=lambda b: b[1] - b[0])
+    room = (end - start) - (len(command) - limit)
+    if len(links) < 2 or room < MIN_LINK_CHARS:
+        return cut_middle(command, limit)
+    return command[:start] + cut_middle(command[start:end], room) + command[end:]
 
 
 def mask_quotes(text: str) -> str:

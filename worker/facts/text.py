@@ -205,12 +205,10 @@ def _mid_word(text: str) -> bool:
     return bool(text) and (text[-1].isalnum() or text[-1] == "_") and not NO_SPACE_SCRIPT_RE.match(text[-1])
 
 
-def command_result(fact: Any, exit_word: str = "exit", failed_word: str = "failed",
-                   max_chars: int | None = None) -> str:
-    """`cmd` → output / exit status, as one line (`fact`: a CommandFact or an Action), the
-    command cut in the middle past `max_chars`."""
-    command = one_line(fact.command or "")
-    out = code(cut_middle(command, max_chars) if max_chars else command)
+def command_result(fact: Any, exit_word: str = "exit", failed_word: str = "failed", command: str | None = None) -> str:
+    """`cmd` → output / exit status, as one line (`fact`: a CommandFact or an Action); `command`
+    is the command as shown when it is cut to fit."""
+    out = code(command if command is not None else one_line(fact.command or ""))
     if fact.output is not None:
         # A bare token (`345`) reads as itself; anything with spaces is quoted as code.
         text = one_line(fact.output)

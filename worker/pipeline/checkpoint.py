@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from ..facts.ledger import CommandFact, ErrorFact, Ledger, budget_user_instructions
-from ..facts.shell import only_looks, sets_up
+from ..facts.shell import cut_command, only_looks, sets_up
 from ..facts.text import code, command_result, cut_middle, one_line
 from ..facts.workstate import WorkItem, WorkState
 from .anchor import bounded
@@ -288,9 +288,10 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
             shown = sorted(latest.values(), key=lambda c: c.last_seq)
         last = [id(c) for st in ("failed", "ok") for c in [next((c for c in reversed(shown) if c.status == st), None)] if c]
         def run(c: CommandFact) -> str:  # dense: a run that exited 0 without output is just the command
+            shown_as = cut_command(one_line(c.command), LISTED_COMMAND_MAX_CHARS)
             if dense and c.exit_code == 0 and c.output is None:
-                return code(cut_middle(one_line(c.command), LISTED_COMMAND_MAX_CHARS))
-            return command_result(c, t['exit'], t['failed'], LISTED_COMMAND_MAX_CHARS)
+                return code(shown_as)
+            return command_result(c, t['exit'], t['failed'], shown_as)
         critical.append(Bullet(f"{t['commands_ok'] if dense else t['commands']}:", subs=[
             f"{run(c)} ({ids(c.message_ids[-IDS_PER_RUN:])})" for c in shown],
             sub_ranks=[RANK_LAST_RUN if id(c) in last else RANK_CHANGED if sets_up(c.command) and c.status != "failed"
