@@ -416,3 +416,13 @@ def test_a_diffs_changed_lines_are_file_content_not_errors():
     diff = read("git_diff_staged.txt")
     assert "error: error.code," in diff and "error: 'internal_error'," in diff
     assert error_lines(diff) == []
+
+
+def test_a_failed_cargo_build_scripts_cause_is_its_own_message_not_cargo_directives():
+    # cc-orpheus_37b35585 (tune half; dougnukem/orpheus, MIT), the `tauri build` result of record
+    # 064c8907: under `Caused by:` cargo prints the build script's `--- stdout`, whose
+    # `cargo:KEY=VALUE` lines are instructions to cargo; the script's own error comes last.
+    assert error_lines(read("cargo_build_script_failed.txt"))[-1] == (
+        "resource path `binaries/orpheus-aarch64-apple-darwin` doesn't exist")
+    assert not [line for line in error_lines(read("cargo_build_script_failed.txt"))
+                if line.startswith(("cargo:", "--- std"))]

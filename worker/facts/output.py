@@ -149,7 +149,7 @@ PYTEST_CRASH_RE = re.compile(r"^\S+:\d+: \w[\w.]*$")  # pytest's reprcrash line 
 PY_FRAME_RE = re.compile(r'^File "([^"]+)", line \d+')  # traceback's frame line (traceback.StackSummary.format)
 RUSTC_LOCATION_LOOKAHEAD = 2  # rustc prints `-->` right under the headline
 PYTEST_CRASH_LOOKAHEAD = 40  # an `E` block (a long assertion diff) before `path:N: ExcType`
-CAUSE_LOOKBACK = 8  # anyhow numbers a chain's causes; a few lines of them
+CAUSE_LOOKBACK = 60  # anyhow numbers a few causes; cargo prints a failed build script's whole output under one
 GO_FRAMES_LOOKAHEAD = 60  # goroutine traces list a few frames per goroutine; the first project frame is near
 
 
@@ -441,10 +441,12 @@ CONVENTIONS: tuple[Convention, ...] = (
     Convention("rust panic", _rx(r"^thread '.*' panicked at "),
                "Rust std: `thread 'main' panicked at src/main.rs:9:5:` (std/src/panicking.rs default hook)"),
     Convention("git", _rx(r"(?:^|: )fatal: \S"), "git's die(): `fatal: msg` (usage.c), also quoted inside a wrapper's message"),
-    Convention("error cause", _rx(r"^(?:\d+: )?(\S.*)$"),
+    Convention("error cause", _rx(r"^(?:\d+: )?(?!--- std(?:out|err)$|cargo::?[\w-]+(?:=|$))(\S.*)$"),
                "anyhow's report of an error returned from main: `Error: msg`, a blank line, `Caused by:` and the "
                "indented causes, numbered `0: …` where there are several (anyhow Debug for Error, docs.rs/anyhow "
-               "\"Display representations\"); the root cause is what to fix", when=_under_caused_by),
+               "\"Display representations\"); the root cause is what to fix. Cargo prints a failed build script's "
+               "output there under `--- stdout` / `--- stderr`: its `cargo:KEY=VALUE` lines are instructions to "
+               "cargo (doc.rust-lang.org/cargo/reference/build-scripts.html), not causes", when=_under_caused_by),
     Convention("mise", _rx(r"^mise ERROR (?!Run with --verbose)\S"),
                "mise's logger: `mise ERROR msg`, then `mise ERROR Run with --verbose or MISE_VERBOSE=1 for more "
                "information` (a hint, not an error; jdx/mise src/logger.rs)"),
