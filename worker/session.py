@@ -19,6 +19,11 @@ from pydantic import BaseModel, Field
 Role = Literal["system", "user", "assistant", "tool"]
 
 
+# Message meta key: the git branch the agent's harness recorded the session on, set by an
+# importer on the first message after it changes (Claude Code's per-record `gitBranch`, Codex's
+# session_meta `git.branch`); the ledger keeps it as a branch.
+GIT_BRANCH = "git_branch"
+
 class TextPart(BaseModel):
     type: Literal["text"] = "text"
     text: str

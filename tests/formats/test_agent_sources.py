@@ -285,6 +285,18 @@ def test_opencode_exit_code_subtask_command_and_apply_patch():
     assert (".github/workflows/scan.yml", "created") in [(p, a) for x in actions for p, a in x.files]
 
 
+def test_the_branch_the_harness_recorded_is_a_ledger_branch():
+    # Claude Code writes `gitBranch` on every message record; Codex's session_meta carries
+    # protocol.rs GitInfo {commit_hash, branch, repository_url}.
+    c = claude_code.load([cc_user(1, "fix it", gitBranch="main"), cc_tool_use(2, "t1"),
+                          cc_user(3, [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}], gitBranch="fix/x")])
+    assert [b.name for b in extract_ledger(c.messages).branches] == ["main", "fix/x"]
+    x = codex.load([{"timestamp": "t", "type": "session_meta", "payload": {
+        "id": "s1", "cwd": "/repo", "git": {"commit_hash": "abc", "branch": "refactor/store"}}},
+        {"timestamp": "t", "type": user("go")[0], "payload": user("go")[1]}])
+    assert [b.name for b in extract_ledger(x.messages).branches] == ["refactor/store"]
+
+
 def test_inspect_json_round_trips_unknown_records():
     s = codex.load(rollout(user("x"), ("mystery", {})))
     assert json.loads(json.dumps(inspect(s)))["unknown_records"] == {"record:mystery": 1}

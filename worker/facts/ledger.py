@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..session import Message
+from ..session import GIT_BRANCH, Message
 from .actions import Action, reruns, scan_actions
 from .shell import only_looks
 from .text import CUT_MARKER, code, cut_middle
@@ -490,6 +490,18 @@ def extract_ledger(messages: list[Message], previous: Ledger | None = None, *, c
                 ledger.branches.append(branch)
             _add_id(branch.message_ids, mid)
             branch.last_seq = max(branch.last_seq, seq)
+
+    # The branch the harness recorded the session on (message meta, see formats GIT_BRANCH): the
+    # same fact as a `git switch` printing it, from the message where it starts.
+    for i, m in enumerate(messages):
+        name = m.meta.get(GIT_BRANCH)
+        if isinstance(name, str) and name:
+            branch = next((b for b in ledger.branches if b.name == name), None)
+            if branch is None:
+                branch = BranchFact(name=name)
+                ledger.branches.append(branch)
+            _add_id(branch.message_ids, m.id)
+            branch.last_seq = max(branch.last_seq, base + i + 1)
 
     # User instructions: new ones (newest first) before the carried ones, one per message id.
     known = {u.message_id for u in ledger.user_instructions}

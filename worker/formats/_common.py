@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..session import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+from ..session import GIT_BRANCH, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 
 Source = str | bytes | os.PathLike | list | dict
 
@@ -181,6 +181,25 @@ def finish_skips(meta: dict[str, Any], skipped: Counter[str], unknown: Counter[s
         meta["skipped"] = dict(sorted(skipped.items()))
     if unknown:
         meta[UNKNOWN_RECORDS] = dict(sorted(unknown.items()))
+
+
+class BranchMarks:
+    """Marks the first message imported after a branch is seen (or changes) with GIT_BRANCH."""
+
+    def __init__(self) -> None:
+        self.last: str | None = None
+        self.pending: str | None = None
+        self.at = 0
+
+    def seen(self, branch: Any, out: list[Message]) -> None:
+        self.place(out)
+        if isinstance(branch, str) and branch.strip() and branch != self.last:
+            self.pending, self.at, self.last = branch, len(out), branch
+
+    def place(self, out: list[Message]) -> None:
+        if self.pending and len(out) > self.at:
+            out[self.at].meta[GIT_BRANCH] = self.pending
+            self.pending = None
 
 
 # session.meta key: record/item types an importer did not understand, with a count each.

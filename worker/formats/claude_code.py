@@ -39,6 +39,7 @@ from typing import Any
 from ..session import Message, Session, TextPart, message_id
 from ._common import (
     INJECTED,
+    BranchMarks,
     Noise,
     Source,
     assistant_parts,
@@ -126,6 +127,7 @@ def load(src: Source) -> Session:
     queued: list[tuple[str | None, int, Any]] = []  # (text or None, line, timestamp) typed while the agent worked
     delivered: list[tuple[str, int, Any]] = []  # handed to the model mid-turn, not yet placed
     unknown: Counter[str] = Counter()
+    branches = BranchMarks()
     for n, rec in records:
         if not isinstance(rec, dict):
             warnings.append(f"line {n}: not a JSON object, skipped")
@@ -157,6 +159,7 @@ def load(src: Source) -> Session:
             skipped["sidechain"] += 1
             continue
         counts[rtype] += 1
+        branches.seen(rec.get("gitBranch"), out)
         session_id = session_id or str(rec.get("sessionId") or "")
         cwd = cwd or str(rec.get("cwd") or "")  # the ledger makes absolute paths relative to it
         uid = str(rec.get("uuid") or message_id(n, "line"))
@@ -201,6 +204,7 @@ def load(src: Source) -> Session:
     for text, at, qts in delivered:
         out.append(mark_harness_noise(Message(id=message_id(at, "line"), role="user", timestamp=qts,
                                               parts=[TextPart(text=text)], meta={"queued": True}), HARNESS_NOISE))
+    branches.place(out)
     require_messages(out, "Claude Code JSONL", warnings)
     if subagent:  # never the parent's id: the two sessions would collide in the store
         sid = f"agent-{agent_id}" if agent_id else source_name(src)

@@ -27,6 +27,7 @@ from typing import Any
 from ..session import Message, ReasoningPart, Session, TextPart, ToolCallPart, ToolResultPart, message_id
 from ._codemode import nested_calls
 from ._common import (
+    BranchMarks,
     Noise,
     Source,
     block_text,
@@ -177,6 +178,7 @@ def load(src: Source) -> Session:
                     and isinstance(r.get("payload"), dict) and r["payload"].get("type") == "message"
                     for _, r in records)
     b = _Builder(warnings)
+    branches = BranchMarks()
     meta: dict[str, Any] = {}
     for n, rec in records:
         if not isinstance(rec, dict):
@@ -197,6 +199,8 @@ def load(src: Source) -> Session:
         counts[f"{t}:{p.get('type')}" if t in ("response_item", "event_msg") else str(t)] += 1
         if t == "session_meta":
             meta.update({k: p[k] for k in ("id", "cwd", "cli_version", "originator", "model_provider") if k in p})
+            git = p.get("git") if isinstance(p.get("git"), dict) else {}  # protocol.rs GitInfo
+            branches.seen(git.get("branch"), b.out)
         elif t == "turn_context":  # protocol.rs TurnContextItem: per-turn cwd, model, policies
             if "model" in p:
                 meta["model"] = p["model"]
@@ -222,6 +226,7 @@ def load(src: Source) -> Session:
                 b.assistant(n, ts).parts.append(ReasoningPart(text=str(p.get("text", ""))))
             else:
                 skipped[f"event_msg:{et}"] += 1
+    branches.place(b.out)
     require_messages(b.out, "Codex rollout", warnings)
     session = Session(id=str(meta.get("id") or source_name(src)), messages=b.out, source_format="codex",
                       warnings=warnings, meta=meta)
