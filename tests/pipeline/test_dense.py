@@ -1,5 +1,6 @@
 """Dense rendering (issue 22): where the normal rendering of the facts does not fit whole, the
-same facts without repeats: one message id per fact, each command once with its latest outcome
+same facts without repeats: no message id on a fact that is its own search key (a path, a
+command, an error line), each command once with its latest outcome
 (exit 0 said once, in the heading),
 an error's command named once, column padding collapsed, paths grouped by their directory."""
 
@@ -27,22 +28,22 @@ def ledger() -> Ledger:
     )
 
 
-def test_dense_says_each_command_once_with_its_latest_outcome_and_one_id() -> None:
+def test_dense_says_each_command_once_with_its_latest_outcome_and_no_id() -> None:
     normal = ledger_sections(ledger(), "en")["Critical Context"].body()
     dense = ledger_sections(ledger(), "en", dense=True)["Critical Context"].body()
     assert normal.count("`pytest -q`") == 2 and dense.count("`pytest -q`") == 1
-    assert "- Commands (exit 0 unless shown):\n" in dense and dense.endswith("  - `pytest -q` (m9)")  # exit 0: the heading
-    assert "`npx eslint .` → exit 1 (m6)" in dense
-    assert "(m5, m6, 2 attempts)" in normal and "(m6, 2 attempts)" in dense
+    assert "- Commands (exit 0 unless shown):\n" in dense and dense.endswith("  - `pytest -q`")  # exit 0: the heading
+    assert "  - `npx eslint .` → exit 1\n" in dense
+    assert "(m5, m6, 2 attempts)" in normal and "`npx eslint .` (2 attempts)" in dense and "(m6" not in dense
     assert dense.count("from `npx eslint .`") == 1  # the second error's run is the same command
     assert "`12:3  error  Unexpected var  no-var`" in dense  # the formatter's padding, not its words
 
 
 def test_paths_are_grouped_under_their_common_directory_keeping_their_own() -> None:
     body = grouped_paths(ledger_sections(ledger(), "en", dense=True))["Relevant Files"].body()
-    assert body.splitlines()[:3] == ["- `apps/web/src/`", "  - `stores/auth.store.ts` — read, modified (m2)",
-                                     "  - `hooks/useAuth.ts` — modified (m3)"]
-    assert "- `README.md` — read (m4)" in body and "`a` → `b`" not in body  # edit snippets are detail
+    assert body.splitlines()[:3] == ["- `apps/web/src/`", "  - `stores/auth.store.ts` — read, modified",
+                                     "  - `hooks/useAuth.ts` — modified"]
+    assert "- `README.md` — read" in body and "`a` → `b`" not in body  # edit snippets are detail
 
 
 def test_the_dense_rendering_only_where_the_normal_one_does_not_fit_whole() -> None:

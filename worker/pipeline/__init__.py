@@ -71,6 +71,8 @@ from .tail import TAIL_TURNS, TailSelection, preserve_recent_budget, select_tail
 from .verify import done_evidence, open_steps, verify_narrative
 
 FALLBACK_GOAL_MAX_CHARS = 600  # the user's words as the goal: a request, not a pasted log
+DENSE_GOAL_MAX_CHARS = 160  # a tight checkpoint names the goal in one line where Constraints quote it whole
+DENSE_GOAL_PROBE_CHARS = 200  # the goal's start that must open a quoted message to count as quoted
 MIN_FREE_SHARE = 0.10  # a compaction that frees less than this share of usable would loop
 MIN_CHECKPOINT_SUMMARY = 1_024  # the least room a summary needs beside the system prompt to say what the history held
 FIT_ROUNDS = 4  # re-fits of the summary when the checkpoint's exact count (template markup included) is over its cap
@@ -401,6 +403,15 @@ def _narrate(session: Session, backend: Backend, config: CompactionConfig, previ
     return _Story(narrative, result, removed, fallback)
 
 
+def _dense_goal(narrative: Narrative, ledger: Ledger) -> Narrative:
+    """The dense rendering's narrative: where the goal is the user's request and that message is
+    quoted under Constraints & Preferences, the goal is its first line (said once, not twice)."""
+    head = narrative.goal.rstrip("…").strip()[:DENSE_GOAL_PROBE_CHARS]
+    if not head or not any(u.text.startswith(head) for u in ledger.user_instructions):
+        return narrative
+    return replace(narrative, goal=cut_end(narrative.goal.strip().splitlines()[0], DENSE_GOAL_MAX_CHARS))
+
+
 def _narrative_sections(narrative: Narrative, lang: str) -> dict[str, Section]:
     goal = narrative.goal
     if narrative.agent_summary:
@@ -467,7 +478,8 @@ def compact(
     narrative = _narrative_sections(story.narrative, facts.lang)
     sections, summary_text, summary_tokens, checkpoint_messages, after = _fit(
         {**facts.sections, **narrative}, facts.lang, split, plan, counter,
-        budget, session.id, config.reference_prefix, dense={**facts.dense, **narrative})
+        budget, session.id, config.reference_prefix,
+        dense={**facts.dense, **_narrative_sections(_dense_goal(story.narrative, facts.ledger), facts.lang)})
     if not config.cite_ids:
         # The record keeps its ids (the page links facts to messages); the agent's text has none.
         ids = id_forms([m.id for m in session.messages])

@@ -127,9 +127,11 @@ ERROR_COMMAND_MAX_CHARS = 100  # an error names the run it came from or that fix
 LISTED_COMMAND_MAX_CHARS = 200  # under Commands a run is known by its start and end; a long `--reason="…"` is in the history
 IDS_PER_RUN = 1  # the latest run of a command or tally: `around` it finds the earlier ones
 # Dense rendering (issue 22): where the normal rendering does not fit whole, the same facts
-# without repeats: one message id per fact (the latest: `history/around` finds the rest), each
+# without repeats: no message id on a fact that is its own search key (a path, a command, an
+# error line: `history/search` finds each; tune, no model: 8k 342 -> 361, 16k 595 -> 606), each
 # command once with its latest exit status, an error's command named once, no edit snippets,
-# column padding collapsed, paths grouped by their common directory.
+# column padding collapsed, paths grouped by their common directory. The user's messages and
+# the work items keep their ids (`history/around` reads what surrounds them).
 ALIGNMENT_PAD_RE = re.compile(r"[ \t]{3,}")  # a formatter's column alignment (ESLint stylish, textlint): two spaces say it
 GROUP_MIN_FILES = 2  # paths sharing a directory are grouped under it from this many on
 
@@ -254,8 +256,13 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
             if dense:
                 src = _once(named, e.command, src)
             tries = f", {e.attempts} {t['attempts']}" if e.attempts > 1 else ""
-            subs.append(f"{err(e.text)}{src}{at(e)} ({ids(e.message_ids)}{tries})")
-        critical.append(Bullet(f"{t['unresolved']}:", subs=subs, rank=RANK_OPEN_ERROR, group=True))
+            where = f"{e.attempts} {t['attempts']}" if dense and e.attempts > 1 else "" if dense else f"{ids(e.message_ids)}{tries}"
+            subs.append(f"{err(e.text)}{src}{at(e)}" + (f" ({where})" if where else ""))
+        # A failed run without a known error line is remembered by its first line (`exit_only`):
+        # what failed, not why; it ranks with the open work, after the user's constraints (tune,
+        # no model: 8k 340 -> 343, constraints +3, errors -1; 16k, 32k equal).
+        critical.append(Bullet(f"{t['unresolved']}:", subs=subs, rank=RANK_OPEN_ERROR, group=True,
+                               sub_ranks=[RANK_OPEN_WORK if e.exit_only else RANK_OPEN_ERROR for e in unresolved]))
     if resolved:
         subs = []
         fixes: set[str] = set()  # dense: a run that fixed several errors is named at the first only
@@ -264,7 +271,7 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
                   if e.resolved_by_command else "")
             if dense:
                 by = _once(fixes, e.resolved_by_command, by)
-            subs.append(f"{err(e.text)} — {t['resolved_by']}{by} ({ids([e.resolved_by])})")
+            subs.append(f"{err(e.text)} — {t['resolved_by']}{by}" + ("" if dense else f" ({ids([e.resolved_by])})"))
         critical.append(Bullet(f"{t['resolved']}:", subs=subs, rank=RANK_RESOLVED, group=True))
     if ledger.tallies:
         n = len(ledger.tallies)
@@ -293,12 +300,13 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
                 return code(shown_as)
             return command_result(c, t['exit'], t['failed'], shown_as)
         critical.append(Bullet(f"{t['commands_ok'] if dense else t['commands']}:", subs=[
-            f"{run(c)} ({ids(c.message_ids[-IDS_PER_RUN:])})" for c in shown],
+            run(c) + ("" if dense else f" ({ids(c.message_ids[-IDS_PER_RUN:])})") for c in shown],
             sub_ranks=[RANK_LAST_RUN if id(c) in last else RANK_CHANGED if sets_up(c.command) and c.status != "failed"
                        else RANK_DETAIL if only_looks(c.command) else RANK_DONE for c in shown],
             group=True, newest_last=True))
 
-    files = [Bullet(f"{code(f.path)} — {', '.join(t.get(a, a) for a in f.actions)} ({ids(f.message_ids[-2:])})",
+    files = [Bullet(f"{code(f.path)} — {', '.join(t.get(a, a) for a in f.actions)}"
+                    + ("" if dense else f" ({ids(f.message_ids[-2:])})"),  # dense: a path is its own search key
                     subs=[] if dense else [cut_middle(e, EDIT_SNIPPET_MAX_CHARS) for e in f.edits],
                     rank=RANK_CHANGED if f.changed else RANK_DETAIL,
                     sub_ranks=None if dense else [RANK_DETAIL] * len(f.edits), path=f.path if dense else None)
