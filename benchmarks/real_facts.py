@@ -8,7 +8,9 @@ A fact's `match` says how it is found in a text:
 
 - `exact`: the fact's text occurs in the text, whitespace-normalized (every run of whitespace
   is one space; case and everything else as written). Error lines, commands, the user's
-  constraints in their own language.
+  constraints in their own language. A text that quotes as a Markdown blockquote (`> ` before
+  each line) is also read without those markers, so a constraint the user wrapped over two
+  lines is found as they typed it.
 - `path`: the path's last two components occur as a path in the text (not inside a longer
   name: `src/pkg/mod.py` and `/repo/src/pkg/mod.py` are kept by `pkg/mod.py`, `xpkg/mod.py`
   is not). A leading `~/` and a trailing `/` are ignored.
@@ -53,6 +55,7 @@ because which while where when what each every some other more most less very mu
 still later until via per its it's one two three four five""".split())
 
 WS = re.compile(r"\s+")
+BLOCKQUOTE = re.compile(r"(?m)^[ \t]*>[ \t]?")  # a Markdown blockquote's marker at a line's start
 URL = re.compile(r"\bhttps?://[^\s)\]>\"'`]+")
 PATHLIKE = re.compile(r"(?:~/|\.{1,2}/|/)?(?:[\w.@-]+/)+[\w.@-]+/?")
 IDENT = re.compile(
@@ -156,6 +159,11 @@ def normalize(text: str) -> str:
     return WS.sub(" ", text).strip()
 
 
+def unquoted(text: str) -> str:
+    """The text without Markdown blockquote markers at its lines' starts."""
+    return BLOCKQUOTE.sub("", text)
+
+
 def path_key(path: str) -> str:
     """The last two components: `/testbed/src/pkg/mod.py` and `src/pkg/mod.py` are one file."""
     parts = [p for p in path.strip().rstrip("/").split("/") if p and p not in (".", "~")]
@@ -215,7 +223,8 @@ def _is_path(ident: str) -> bool:
 def kept(fact: RealFact, text: str) -> bool:
     """Whether `text` keeps `fact`, by its `match` rule (module docstring)."""
     if fact.match == "exact":
-        return normalize(fact.text) in normalize(text)
+        want = normalize(fact.text)
+        return want in normalize(text) or want in normalize(unquoted(text))
     if fact.match == "path":
         return has_path(fact.text, text)
     if fact.match == "words":
