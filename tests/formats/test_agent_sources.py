@@ -297,6 +297,21 @@ def test_the_branch_the_harness_recorded_is_a_ledger_branch():
     assert [b.name for b in extract_ledger(x.messages).branches] == ["refactor/store"]
 
 
+def test_opencode_repeated_ids_of_a_redacted_copy_still_pair_each_call_with_its_output():
+    # Entire's checkpoint copies write `"callID": "REDACTED"` and `"id": "REDACTED"`; opencode
+    # keeps a call and its output in one part, so each output stays with its own call.
+    def bash(cmd: str, out: str, code: int) -> dict:
+        return {"type": "tool", "id": "REDACTED", "callID": "REDACTED", "tool": "bash", "state": {
+            "status": "completed", "input": {"command": cmd}, "output": out, "metadata": {"exit": code}}}
+    o = opencode.load({"info": {"id": "ses"}, "messages": [
+        {"info": {"id": "m1", "role": "user"}, "parts": [{"type": "text", "text": "test it"}]},
+        {"info": {"id": "m2", "role": "assistant"}, "parts": [bash("pnpm test", "Error: boom", 1),
+                                                               bash("pnpm lint", "ok", 0)]}]})
+    assert len({m.id for m in o.messages}) == len(o.messages)
+    runs = {a.command: a.status for a in scan_actions(o.messages)}
+    assert runs == {"pnpm test": "failed", "pnpm lint": "ok"}
+
+
 def test_inspect_json_round_trips_unknown_records():
     s = codex.load(rollout(user("x"), ("mystery", {})))
     assert json.loads(json.dumps(inspect(s)))["unknown_records"] == {"record:mystery": 1}

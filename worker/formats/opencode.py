@@ -78,7 +78,7 @@ def _tool_result(part: dict[str, Any], skipped: Counter[str]) -> ToolResultPart:
 
 
 def _assistant(mid: str, parts: list[Any], ts: Any, meta: dict[str, Any], skipped: Counter[str],
-               unknown: Counter[str], warnings: list[str]) -> list[Message]:
+               unknown: Counter[str], warnings: list[str], calls: Counter[str]) -> list[Message]:
     out: list[Message] = []
     cur = Message(id=mid, role="assistant", timestamp=ts, meta=dict(meta))
     results: list[Message] = []
@@ -101,6 +101,9 @@ def _assistant(mid: str, parts: list[Any], ts: Any, meta: dict[str, Any], skippe
             state = p.get("state") if isinstance(p.get("state"), dict) else {}
             inp = state.get("input")
             res = _tool_result(p, skipped)
+            calls[res.call_id] += 1
+            if calls[res.call_id] > 1:  # a call and its output share one part: a repeated id is renamed in both
+                res.call_id = f"{res.call_id}#{calls[res.call_id]}"
             cur.parts.append(ToolCallPart(id=res.call_id, name=res.name, arguments=inp if isinstance(inp, dict) else {}))
             results.append(Message(id=str(p.get("id") or f"{mid}.{res.call_id}"), role="tool", parts=[res], timestamp=ts))
         else:  # step markers, snapshots, patches: no content for the model
@@ -120,6 +123,9 @@ def load(src: Source) -> Session:
     out: list[Message] = []
     first_of: dict[str, int] = {}  # opencode message id -> index of its first message in out
     compaction_users: dict[str, dict[str, Any]] = {}  # user message id -> its compaction part
+    # Ids are unique in what opencode writes; a copy that redacted them (Entire's checkpoints
+    # write `"callID": "REDACTED"`) repeats them: a repeated call id is numbered (#2, …), a message id (~2, …).
+    calls: Counter[str] = Counter()
     for i, entry in enumerate(doc["messages"]):
         info = entry.get("info") if isinstance(entry, dict) else None
         parts = entry.get("parts") if isinstance(entry, dict) else None
@@ -169,7 +175,7 @@ def load(src: Source) -> Session:
             meta = {k: info[k] for k in ("modelID", "providerID", "agent", "finish") if info.get(k)}
             if info.get("error"):
                 meta["error"] = info["error"]
-            msgs = _assistant(mid, parts, str(ts) if ts else None, meta, skipped, unknown, warnings)
+            msgs = _assistant(mid, parts, str(ts) if ts else None, meta, skipped, unknown, warnings, calls)
             if info.get("summary") is True:
                 msgs[0].is_summary = True
                 parent = str(info.get("parentID") or "")
@@ -177,6 +183,13 @@ def load(src: Source) -> Session:
             out.extend(msgs)
         else:
             unknown_record(unknown, warnings, f"message {i}", f"role:{role}", f"unknown role {role!r}")
+    seen: set[str] = set()
+    for m in out:
+        base, n = m.id, 1
+        while m.id in seen:
+            n += 1
+            m.id = f"{base}~{n}"
+        seen.add(m.id)
     require_messages(out, "opencode export", warnings)
     sinfo = doc.get("info") if isinstance(doc.get("info"), dict) else {}
     session = Session(id=str(sinfo.get("id") or source_name(src)), messages=out, source_format="opencode",
