@@ -426,3 +426,11 @@ def test_a_failed_cargo_build_scripts_cause_is_its_own_message_not_cargo_directi
         "resource path `binaries/orpheus-aarch64-apple-darwin` doesn't exist")
     assert not [line for line in error_lines(read("cargo_build_script_failed.txt"))
                 if line.startswith(("cargo:", "--- std"))]
+
+
+def test_a_chained_typescript_error_keeps_its_first_level_past_the_overload_preamble():
+    # opencode-nimbus_ses_31a4b912 (tune half; dayhaysoos/nimbus, MIT), message 38: `tsc -b` in a
+    # pnpm build prints TS2769 with its chain indented under it.
+    assert error_lines(read("tsc_overload_chain.txt"))[0] == (
+        "vitest.config.ts(5,13): error TS2769: No overload matches this call. "
+        "Type 'Plugin<any>[]' is not assignable to type 'PluginOption'.")

@@ -149,6 +149,8 @@ PYTEST_CRASH_RE = re.compile(r"^\S+:\d+: \w[\w.]*$")  # pytest's reprcrash line 
 PY_FRAME_RE = re.compile(r'^File "([^"]+)", line \d+')  # traceback's frame line (traceback.StackSummary.format)
 RUSTC_LOCATION_LOOKAHEAD = 2  # rustc prints `-->` right under the headline
 PYTEST_CRASH_LOOKAHEAD = 40  # an `E` block (a long assertion diff) before `path:N: ExcType`
+TSC_CHAIN_LOOKAHEAD = 3  # the chain's first levels: an overload's preamble, then what did not match
+TSC_PREAMBLE = "gave the following error."  # TS2770 / TS2772: which overload, not why
 CAUSE_LOOKBACK = 60  # anyhow numbers a few causes; cargo prints a failed build script's whole output under one
 GO_FRAMES_LOOKAHEAD = 60  # goroutine traces list a few frames per goroutine; the first project frame is near
 
@@ -217,6 +219,12 @@ def _biome_message(lines: Lines, i: int) -> str | None:
 def _audit_severity(lines: Lines, i: int) -> str | None:
     """pnpm audit's `Severity: …` line right under its count."""
     return _ahead(lines, i, 1, lambda _raw, line: line.startswith("Severity: "))
+
+
+def _tsc_chain(lines: Lines, i: int) -> str | None:
+    """The first level of a chained TypeScript message that says more than which overload."""
+    return _ahead(lines, i, TSC_CHAIN_LOOKAHEAD, lambda raw, line: raw[:1] == " " and not line.endswith(TSC_PREAMBLE),
+                  lambda raw, _line: raw[:1] != " ")
 
 
 def _npm_message(lines: Lines, i: int) -> str | None:
@@ -437,7 +445,10 @@ CONVENTIONS: tuple[Convention, ...] = (
                "`bash: line 1: syntax error near unexpected token` (print_offending_line / report_syntax_error)"),
     Convention("esbuild", _rx(r"✘ \[ERROR\] "), "esbuild's terminal log: `✘ [ERROR] msg` (pkg/logger/logger.go)"),
     Convention("tsc", _rx(r"\berror TS\d+: "),
-               "TypeScript: `file(line,col): error TS2322: msg` (--pretty false) or `file:line:col - error TS…` (--pretty)"),
+               "TypeScript: `file(line,col): error TS2322: msg` (--pretty false) or `file:line:col - error TS…` (--pretty); "
+               "a chained message's next level is indented under it (flattenDiagnosticMessageText), the first one not "
+               "an overload's preamble (`The last overload gave the following error.`, TS2770/TS2772) kept with it",
+               message=_tsc_chain),
     Convention("rust panic", _rx(r"^thread '.*' panicked at "),
                "Rust std: `thread 'main' panicked at src/main.rs:9:5:` (std/src/panicking.rs default hook)"),
     Convention("git", _rx(r"(?:^|: )fatal: \S"), "git's die(): `fatal: msg` (usage.c), also quoted inside a wrapper's message"),
