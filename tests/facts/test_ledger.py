@@ -320,7 +320,8 @@ def test_user_instructions_newest_first_within_budget():
     b.user("/mode")  # a harness command, not an instruction
     ledger = extract_ledger(b.messages, user_budget_chars=3000)
     kept = [u.message_id for u in ledger.user_instructions]
-    assert kept == ids[::-1][: len(kept)]  # newest first, contiguous
+    assert kept[:-1] == ids[::-1][: len(kept) - 1]  # newest first, contiguous
+    assert kept[-1] == ids[0] and ledger.user_instructions[-1].cut  # and the task as first stated, cut to its share
     assert sum(len(u.text) for u in ledger.user_instructions) <= 3000
     assert ledger.user_instructions_omitted == 8 - len(kept) > 0  # never silent
     assert ledger.user_instructions[0].text == b.messages[-2].text  # the newest is whole

@@ -44,6 +44,7 @@ USER_LEDGER_MESSAGE_MAX_CHARS = 8000
 USER_BUDGET_CHARS = 6000
 USER_MESSAGE_MAX_CHARS = 2000
 USER_MIN_KEEP_CHARS = 200  # a remainder smaller than this is not worth a cut-down quote
+FIRST_SHARE = 4  # the session's first request may hold a quarter of the user budget for itself
 
 # A line of a user's message that states a rule: kept when a long message is cut, and ranked
 # before plain requests. CJK text has no word boundaries and users often write no English cue
@@ -376,19 +377,29 @@ def budget_user_instructions(items: list[UserInstruction], budget: int = USER_BU
     `per_message` condensed, or than an even share of the budget where that is more (a lone
     task statement crowds out nothing); returns (kept, omitted)."""
     kept: list[UserInstruction] = []
-    left = budget
     per_message = max(per_message, budget // max(1, len(items)))
-    for n, item in enumerate(items):
-        text = item.text
-        if len(text) > per_message:
-            text = condense_user_message(text, per_message)
-        if len(text) > left:
-            if left < USER_MIN_KEEP_CHARS:
-                return kept, len(items) - n
-            text = cut_middle(text, left)
+
+    def shown(item: UserInstruction, room: int) -> str:
+        text = condense_user_message(item.text, per_message) if len(item.text) > per_message else item.text
+        return cut_middle(text, room) if len(text) > room else text
+
+    # The task as first stated (the oldest message) is never crowded out by the later ones: up to
+    # a FIRST_SHARE of the budget is held for it until its turn in the order.
+    first = min(items, key=lambda u: u.seq) if len(items) > 1 else None
+    reserve = min(len(shown(first, budget)), budget // FIRST_SHARE) if first is not None else 0
+    left, omitted, full = budget, 0, False
+    for item in items:
+        room = left if item is first else left - reserve
+        if item is first:
+            reserve = 0
+        elif full or room < USER_MIN_KEEP_CHARS and len(shown(item, per_message)) > room:
+            full = True  # the rest, newer and less urgent, does not fit
+            omitted += 1
+            continue
+        text = shown(item, max(room, 0))
         kept.append(UserInstruction(item.message_id, text, item.cut or text != item.text, item.seq))
         left -= len(text)
-    return kept, 0
+    return kept, omitted
 
 
 # ---------------------------------------------------------------------------- extraction
