@@ -375,7 +375,7 @@ def budget_user_instructions(items: list[UserInstruction], budget: int = USER_BU
                              per_message: int = USER_MESSAGE_MAX_CHARS) -> tuple[list[UserInstruction], int]:
     """In the given order (rules first, newest first) within `budget` chars; ones longer than
     `per_message` condensed, or than an even share of the budget where that is more (a lone
-    task statement crowds out nothing); returns (kept, omitted)."""
+    task statement crowds out nothing), the oldest with room held for it; returns (kept, omitted)."""
     kept: list[UserInstruction] = []
     per_message = max(per_message, budget // max(1, len(items)))
 
@@ -423,6 +423,16 @@ def _upsert(items: list[Any], key: str, make: Any) -> Any:
     item = make()
     items.append(item)
     return item
+
+
+def _see_branch(ledger: Ledger, name: str, mid: str, seq: int) -> None:
+    """A branch seen at message `mid` (a git command's output, or the harness's record)."""
+    branch = next((b for b in ledger.branches if b.name == name), None)
+    if branch is None:
+        branch = BranchFact(name=name)
+        ledger.branches.append(branch)
+    _add_id(branch.message_ids, mid)
+    branch.last_seq = max(branch.last_seq, seq)
 
 
 def extract_ledger(messages: list[Message], previous: Ledger | None = None, *, cwd: str | None = None,
@@ -495,24 +505,14 @@ def extract_ledger(messages: list[Message], previous: Ledger | None = None, *, c
             _add_id(commit.message_ids, mid)
             commit.last_seq = max(commit.last_seq, seq)
         for name in action.branches:
-            branch = next((b for b in ledger.branches if b.name == name), None)
-            if branch is None:
-                branch = BranchFact(name=name)
-                ledger.branches.append(branch)
-            _add_id(branch.message_ids, mid)
-            branch.last_seq = max(branch.last_seq, seq)
+            _see_branch(ledger, name, mid, seq)
 
     # The branch the harness recorded the session on (message meta, see formats GIT_BRANCH): the
     # same fact as a `git switch` printing it, from the message where it starts.
     for i, m in enumerate(messages):
         name = m.meta.get(GIT_BRANCH)
         if isinstance(name, str) and name:
-            branch = next((b for b in ledger.branches if b.name == name), None)
-            if branch is None:
-                branch = BranchFact(name=name)
-                ledger.branches.append(branch)
-            _add_id(branch.message_ids, m.id)
-            branch.last_seq = max(branch.last_seq, base + i + 1)
+            _see_branch(ledger, name, m.id, base + i + 1)
 
     # User instructions: new ones (newest first) before the carried ones, one per message id.
     known = {u.message_id for u in ledger.user_instructions}
