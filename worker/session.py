@@ -24,6 +24,7 @@ Role = Literal["system", "user", "assistant", "tool"]
 # session_meta `git.branch`); the ledger keeps it as a branch.
 GIT_BRANCH = "git_branch"
 
+
 class TextPart(BaseModel):
     type: Literal["text"] = "text"
     text: str

@@ -387,16 +387,16 @@ def budget_user_instructions(items: list[UserInstruction], budget: int = USER_BU
     # a FIRST_SHARE of the budget is held for it until its turn in the order.
     first = min(items, key=lambda u: u.seq) if len(items) > 1 else None
     reserve = min(len(shown(first, budget)), budget // FIRST_SHARE) if first is not None else 0
-    left, omitted, full = budget, 0, False
+    left, omitted = budget, 0
     for item in items:
-        room = left if item is first else left - reserve
         if item is first:
-            reserve = 0
-        elif full or room < USER_MIN_KEEP_CHARS and len(shown(item, per_message)) > room:
-            full = True  # the rest, newer and less urgent, does not fit
-            omitted += 1
-            continue
-        text = shown(item, max(room, 0))
+            room, reserve = left, 0
+        else:
+            room = left - reserve
+            if omitted or room < USER_MIN_KEEP_CHARS and len(shown(item, per_message)) > room:
+                omitted += 1  # this one and the rest, newer and less urgent, do not fit
+                continue
+        text = shown(item, room)
         kept.append(UserInstruction(item.message_id, text, item.cut or text != item.text, item.seq))
         left -= len(text)
     return kept, omitted

@@ -241,6 +241,10 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
     def ids(mids: list[str]) -> str:
         return ", ".join(cite.get(m, m) for m in (mids[-1:] if dense else mids))
 
+    def where(mids: list[str], *more: str) -> str:  # dense: a path, a command, an error line is its own search key
+        said = [w for w in ([] if dense else [ids(mids)]) + list(more) if w]
+        return f" ({', '.join(said)})" if said else ""
+
     def err(text: str) -> str:
         return code(ALIGNMENT_PAD_RE.sub("  ", text) if dense else text)
     named: set[str] = set()  # dense: commands an error already named
@@ -255,9 +259,8 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
             src = f" — {t['from']} {code(cut_middle(one_line(e.command), ERROR_COMMAND_MAX_CHARS))}" if e.command else ""
             if dense:
                 src = _once(named, e.command, src)
-            tries = f", {e.attempts} {t['attempts']}" if e.attempts > 1 else ""
-            where = f"{e.attempts} {t['attempts']}" if dense and e.attempts > 1 else "" if dense else f"{ids(e.message_ids)}{tries}"
-            subs.append(f"{err(e.text)}{src}{at(e)}" + (f" ({where})" if where else ""))
+            tries = f"{e.attempts} {t['attempts']}" if e.attempts > 1 else ""
+            subs.append(f"{err(e.text)}{src}{at(e)}{where(e.message_ids, tries)}")
         # A failed run without a known error line is remembered by its first line (`exit_only`):
         # what failed, not why; it ranks with the open work, after the user's constraints (tune,
         # no model: 8k 340 -> 343, constraints +3, errors -1; 16k, 32k equal).
@@ -271,7 +274,7 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
                   if e.resolved_by_command else "")
             if dense:
                 by = _once(fixes, e.resolved_by_command, by)
-            subs.append(f"{err(e.text)} — {t['resolved_by']}{by}" + ("" if dense else f" ({ids([e.resolved_by])})"))
+            subs.append(f"{err(e.text)} — {t['resolved_by']}{by}{where([e.resolved_by])}")
         critical.append(Bullet(f"{t['resolved']}:", subs=subs, rank=RANK_RESOLVED, group=True))
     if ledger.tallies:
         n = len(ledger.tallies)
@@ -300,13 +303,12 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
                 return code(shown_as)
             return command_result(c, t['exit'], t['failed'], shown_as)
         critical.append(Bullet(f"{t['commands_ok'] if dense else t['commands']}:", subs=[
-            run(c) + ("" if dense else f" ({ids(c.message_ids[-IDS_PER_RUN:])})") for c in shown],
+            run(c) + where(c.message_ids[-IDS_PER_RUN:]) for c in shown],
             sub_ranks=[RANK_LAST_RUN if id(c) in last else RANK_CHANGED if sets_up(c.command) and c.status != "failed"
                        else RANK_DETAIL if only_looks(c.command) else RANK_DONE for c in shown],
             group=True, newest_last=True))
 
-    files = [Bullet(f"{code(f.path)} — {', '.join(t.get(a, a) for a in f.actions)}"
-                    + ("" if dense else f" ({ids(f.message_ids[-2:])})"),  # dense: a path is its own search key
+    files = [Bullet(f"{code(f.path)} — {', '.join(t.get(a, a) for a in f.actions)}{where(f.message_ids[-2:])}",
                     subs=[] if dense else [cut_middle(e, EDIT_SNIPPET_MAX_CHARS) for e in f.edits],
                     rank=RANK_CHANGED if f.changed else RANK_DETAIL,
                     sub_ranks=None if dense else [RANK_DETAIL] * len(f.edits), path=f.path if dense else None)
