@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from worker.pipeline.checkpoint import Block, Bullet, Section
 
-MORE = "more not shown (search the history for them)"
+MORE = "more"
 
 
 def test_quotes_go_with_their_bullet():

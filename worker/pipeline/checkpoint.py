@@ -98,7 +98,9 @@ FACT_LABELS = {
     },
 }
 SHRINK_STEPS = (40, 24, 16, 10, 6, 3, 1)  # last resort when the ranked fit misses its budget
-MORE_NOT_SHOWN = "… {n} more not shown (search the history for them)"  # what a shrink dropped
+# What a shrink dropped, counted; the left-out note says once where it is (tune, no model: 8k 414 -> 425,
+# from the ~12 tokens each "more not shown (search the history for them)" and the longer note took).
+MORE_NOT_SHOWN = "… {n} more"
 # Importance ranks, most important first: the budget is filled in this order (issue 12).
 RANK_OPEN_ERROR = 0  # an unresolved error is the work itself
 RANK_RULE = 1  # the user's constraints (every message they typed that the ledger keeps), verbatim
@@ -116,12 +118,10 @@ FIT_MARGIN = 0.95  # fill only this share of the room the estimate sees: markers
 TOP_UP_SLACK = 0.01  # a fit that leaves more of its limit than this unused gets another round (tune: 8k 132 -> 140)
 EDIT_SNIPPET_MAX_CHARS = 260  # one line each side (as the ledger cuts them); older ledgers may hold longer
 LEFT_OUT = {
-    "en": ("Left out to fit the budget: {what}. Nothing is lost: search session {sid}'s history "
-           "(`GET /v1/sessions/{{id}}/history/search?q=…`, or `…/history/around?message_id=…` for a message id "
-           "above; CLI `compactd history search {sid} …`)."),
-    "zh": ("为适应预算省略了：{what}。内容并未丢失：可检索会话 {sid} 的历史"
-           "（`GET /v1/sessions/{{id}}/history/search?q=…`，或按上文的消息 id 用 `…/history/around?message_id=…`；"
-           "命令行 `compactd history search {sid} …`）。"),
+    "en": ("Left out to fit the budget: {what}. All of it is in the history: `compactd history search {sid} …` "
+           "(`GET /v1/sessions/{{id}}/history/search?q=…`; `…/history/around?message_id=…` for an id above)."),
+    "zh": ("为适应预算省略了：{what}。全部都在历史中：`compactd history search {sid} …`"
+           "（`GET /v1/sessions/{{id}}/history/search?q=…`；按上文的 id 用 `…/history/around?message_id=…`）。"),
 }
 ERROR_COMMAND_MAX_CHARS = 100  # an error names the run it came from or that fixed it; the run itself is under Commands
 LISTED_COMMAND_MAX_CHARS = 200  # under Commands a run is known by its start and end; a long `--reason="…"` is in the history
@@ -274,7 +274,8 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
                   if e.resolved_by_command else "")
             if dense:
                 by = _once(fixes, e.resolved_by_command, by)
-            subs.append(f"{err(e.text)} — {t['resolved_by']}{by}{where([e.resolved_by])}")
+            fix = f"{by}{where([e.resolved_by])}"  # dense: the heading says it was fixed; the fix's id is left out
+            subs.append(f"{err(e.text)} — {t['resolved_by']}{fix}" if fix else err(e.text))
         critical.append(Bullet(f"{t['resolved']}:", subs=subs, rank=RANK_RESOLVED, group=True))
     if ledger.tallies:
         n = len(ledger.tallies)
