@@ -190,6 +190,20 @@ def test_documentation_edit_is_done_once_the_user_moves_on():
     assert [i.text for i in state_of(b.messages).done] == ["add a CHANGELOG entry"]
 
 
+def test_documentation_edit_no_commit_took_is_open_where_the_session_commits_its_work():
+    b = Builder()
+    b.user("fix the off-by-one in src/pager.py")
+    b.edit("src/pager.py")
+    b.bash('git commit -am "pager: last page"', "[main 1a2b3c4] pager: last page\n 1 file changed")
+    b.user("document the pager in README.md")
+    b.edit("README.md")
+    b.user("thanks")
+    state = state_of(b.messages)
+    assert [i.text for i in state.done] == ["fix the off-by-one in src/pager.py"]
+    item = next(i for i in state.in_progress if i.text == "document the pager in README.md")
+    assert item.evidence[0].startswith("last edit `README.md` (") and item.evidence[0].endswith("no passing run or commit after it")
+
+
 def test_chit_chat_is_not_a_request():
     b = Builder()
     b.user("make test_round pass")

@@ -43,7 +43,9 @@ DEFERRED_RE = re.compile(r"\blater(?: on)?(?=\s*(?:[.!?,;)]|$))|\b(?:next time|i
 DEFERRAL_MAX_CHARS = 500  # a typed request; in a long brief or a pasted document "later" is its content
 SENTENCE_END_RE = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])|\n+")
 # Documentation no test or build checks: an applied edit is all the evidence there will be
-# (without this an earlier README request stays In Progress forever).
+# (without this an earlier README request stays In Progress forever) -- unless the session commits
+# its work: there a documentation edit no commit took is still to commit (tune: two such requests
+# the facts list as open, "written ... not committed", were called done).
 DOC_FILE_RE = re.compile(r"(?:^|/)(?:README|CHANGELOG|CHANGES|NEWS|HISTORY|AUTHORS|CONTRIBUTING|LICENSE|NOTICE)"
                          r"(?:\.\w+)?$|\.(?:md|markdown|rst|txt|adoc)$|(?:^|/)docs?/", re.IGNORECASE)
 
@@ -158,6 +160,7 @@ def derive_work_state(messages: list[Message], ledger: Ledger, *, cwd: str | Non
     state = WorkState()
     requests = user_requests(messages)
     last_turn = max((i for i, m in enumerate(messages) if m.starts_turn), default=-1)  # chit-chat too
+    commits_work = any(a.commits for a in actions)
     for k, (pos, msg) in enumerate(requests):
         end = requests[k + 1][0] if k + 1 < len(requests) else len(messages)
         turn = [a for a in actions if pos < a.pos < end]
@@ -170,7 +173,7 @@ def derive_work_state(messages: list[Message], ledger: Ledger, *, cwd: str | Non
             files = {p for a in edits for p, _ in a.changes}
             proof = _find_evidence(actions, pos, edits[-1].pos, files, scratch)
             # The last request may still be being written; once the user speaks again it is done.
-            if proof is None and pos < last_turn and _docs_applied(edits):
+            if proof is None and pos < last_turn and not commits_work and _docs_applied(edits):
                 paths = ", ".join(code(p) for p in sorted(files)[:3])
                 item.evidence.append(f"edited {paths} ({cite.get(edits[-1].message_id, edits[-1].message_id)}); "
                                      "documentation, no run checks it")
