@@ -434,3 +434,15 @@ def test_a_chained_typescript_error_keeps_its_first_level_past_the_overload_prea
     assert error_lines(read("tsc_overload_chain.txt"))[0] == (
         "vitest.config.ts(5,13): error TS2769: No overload matches this call. "
         "Type 'Plugin<any>[]' is not assignable to type 'PluginOption'.")
+
+
+def test_vitest_keeps_the_failed_tests_line_without_its_duration():
+    # opencode-nimbus_ses_31a4b912 (tune half; dayhaysoos/nimbus, MIT), message 33: vitest 2.1.9's
+    # default reporter lists `× suite > test 50ms` under the module line `❯ file (2 tests | 1 failed)`.
+    assert error_lines(read("vitest_failed_test_list.txt")) == [
+        'TestingLibraryElementError: Found multiple elements with the role "button" and name "Copy fix prompt"',
+        "ERR_PNPM_RECURSIVE_RUN_FIRST_FAIL\u2009 @dayhaysoos/nimbus-report-ui@0.0.1 test: `vitest run`",
+        "× ReportPage > copies finding fix prompt and shows toast",
+        "FAIL  src/components/ReportPage.test.tsx > ReportPage > copies finding fix prompt and shows toast"]
+    # Biome's `× message` lines are not a test: they stay with their header (biome tests above).
+    assert error_lines("  × Using == may be unsafe if you are relying on type coercion.\n") == []

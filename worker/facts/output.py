@@ -180,6 +180,7 @@ MARKDOWNLINT_LINE_RE = re.compile(r"^\S+:\d+(?::\d+)? (?:error )?MD\d{3}(?:/[\w-
 NPM_MESSAGE_RE = re.compile(r"^npm (?:ERR!|error) (?!(?:code|errno|syscall|path|dest)\b)\S")
 JEST_FRAME_RE = re.compile(r"^at (?:.+ \()?([^()\s]+):\d+:\d+\)?$")  # V8 stack frame, as jest prints it
 VITEST_FRAME_RE = re.compile(r"^❯ (\S+):\d+:\d+")  # vitest's error location (`❯ file:line:col`)
+VITEST_MODULE_RE = re.compile(r"^❯ (?:\S+ )*?\S+\.[cm]?[jt]sx? \(\d+ tests?(?: \| \d+ \w+)*? \| \d+ failed\b")
 JAVA_FRAME_RE = re.compile(r"^at ([\w$.]+)\([\w$]+\.(?:java|kt|scala|groovy):\d+\)$")  # Throwable.printStackTrace
 NOT_PROJECT_JAVA_RE = re.compile(r"^(?:java|javax|jdk|sun|kotlin|scala|junit|org\.junit|org\.opentest4j|org\.testng"
                                  r"|org\.assertj|org\.hamcrest)\.")
@@ -329,6 +330,12 @@ def _go_test_failed(lines: Lines, i: int) -> bool:
     return True
 
 
+def _vitest_failed_module(lines: Lines, i: int) -> bool:
+    """Is this `× name` line under a vitest module line with failures (`❯ file (2 tests | 1 failed)`)?
+    Biome prints its messages with the same `×`."""
+    return any(VITEST_MODULE_RE.match(line) for _, line in lines[:i])
+
+
 @dataclass(frozen=True)
 class Convention:
     """One tool's error line. `at` finds what else a developer quotes with it (the `-->` location,
@@ -419,6 +426,12 @@ CONVENTIONS: tuple[Convention, ...] = (
     Convention("vitest failure", _rx(r"^FAIL\s+\S+\.[cm]?[jt]sx?\s+>\s+\S"),
                "Vitest's default reporter: ` FAIL  file > suite > test` per failed test (packages/vitest reporters "
                "base.ts printTaskErrors)", heading=True),
+    # kept without its duration, like bun's, so a re-run of the same failing test is the same fact
+    Convention("vitest test", _rx(r"^(× \S.*?)(?: \d+ms)?(?: \((?:retry|repeat) x\d+\))*$"),
+               "Vitest's default reporter: under the module line `❯ file (2 tests | 1 failed) 123ms`, each failed "
+               "test as `× suite > test 50ms` and its `→ message` (packages/vitest/src/node/reporters/base.ts "
+               "printTask, v2; v3 indents `× test` under its suites, printTestCase)",
+               heading=True, when=_vitest_failed_module),
     Convention("surefire test", _rx(r"^(?:\[ERROR\] )?\S.*\s(?:-- )?Time elapsed: [\d.,]+ s(?:ec)?\s+<<< (?:FAILURE|ERROR)!$"),
                "Maven Surefire: `[ERROR] testName(Class)  Time elapsed: 0.01 s  <<< FAILURE!` per failed test "
                "(maven-surefire-common TestSetStats / ConsoleReporter, surefire-reports/*.txt)", heading=True),
