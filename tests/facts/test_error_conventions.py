@@ -19,6 +19,7 @@ from worker.facts.output import (
     exit_code_of,
     first_meaningful_line,
     is_project_path,
+    only_summaries,
 )
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "error_conventions"
@@ -347,18 +348,37 @@ def test_mise_errors_its_task_prefix_and_govulncheck():
     assert error_lines(read("mise_untrusted_config.txt")) == [
         "mise ERROR error parsing config file: ~/Work/entire/devenv/auth-go/mise.toml",
         "mise ERROR Config files in ~/Work/entire/devenv/auth-go/mise.toml are not trusted."]
-    # govulncheck run as a mise task: its findings and summary, past mise's install progress.
+    # govulncheck run as a mise task: its findings and summary, past mise's install progress, then
+    # mise's `ERROR task failed` with the prefix that names the task.
     assert error_lines(read("govulncheck_mise_task.txt")) == [
         "Vulnerability #1: GO-2026-4971", "Vulnerability #2: GO-2026-4918",
-        "Your code is affected by 2 vulnerabilities from the Go standard library."]
-    # A task failing on a message no row knows: the failure's line is the task's own, not mise's
-    # progress, its `[task] $ cmd` echo or the go command's downloads.
+        "Your code is affected by 2 vulnerabilities from the Go standard library.",
+        "[lint:govulncheck] ERROR task failed"]
+    # A task failing on a message no row knows: mise's line says which task, not why, so the
+    # failure's first line is kept too: the task's own, not mise's progress, its `[task] $ cmd`
+    # echo or the go command's downloads.
     out = read("mise_task_failed.txt")
-    assert error_lines(out) == []
+    assert error_lines(out) == ["[lint:gomod] ERROR task failed"]
+    assert only_summaries(error_lines(out)) and not only_summaries(error_lines(read("govulncheck_mise_task.txt")))
     assert first_meaningful_line(out) == "go module files modified, please commit result of 'go mod tidy'!"
-    # The task prefix comes off before the rows look (golangci-lint under `[lint:go] `).
+    # The task prefix comes off before the other rows look (golangci-lint under `[lint:go] `).
     assert error_lines("[lint:go] cmd/x.go:244:6: func f is unused (unused)\n[lint:go] ERROR task failed\n") == [
-        "cmd/x.go:244:6: func f is unused (unused)"]
+        "cmd/x.go:244:6: func f is unused (unused)", "[lint:go] ERROR task failed"]
+    # cc-orpheus_37b35585 (tune half; dougnukem/orpheus, MIT), record 5a438f8e: the failed task's
+    # line, its ANSI-coloured output above it.
+    assert "[rust:lint] ERROR task failed" in error_lines(read("rustfmt_check_mise_task.txt"))
+
+
+def test_a_failed_mise_task_is_remembered_by_its_own_first_line_and_mises():
+    # pi-authgo_019e44d4 (tune half), line 160, as a command's result.
+    from tests.fakes import SessionBuilder
+    from worker.facts.ledger import extract_ledger
+
+    b = SessionBuilder()
+    b.user("lint it")
+    b.bash("mise run lint", read("mise_task_failed.txt"), is_error=True)
+    assert [e.text for e in extract_ledger(b.messages).errors] == [
+        "go module files modified, please commit result of 'go mod tidy'!", "[lint:gomod] ERROR task failed"]
 
 
 def test_a_cancelled_parallel_call_is_no_error_and_no_outcome():

@@ -342,7 +342,9 @@ class Convention:
     the first project frame); `message` finds the line that says what a header line is about
     (Biome's `× message`), kept on the header's line, since neither is the error alone; `when`
     rejects a match its context shows is not a failure; a `heading` only names the failure, so
-    the lines under it come first."""
+    the lines under it come first; `task_prefix` keeps the mise task prefix (`[lint:go] `) on
+    the line, where it is what names the task; a `summary` says which run failed, not why, so a
+    result with nothing else is also remembered by its first meaningful line (`only_summaries`)."""
 
     name: str
     line: re.Pattern[str]  # searched in one unwrapped line; with a group, the group is what is kept
@@ -351,6 +353,8 @@ class Convention:
     message: Callable[[list[tuple[str, str]], int], str | None] | None = None
     when: Callable[[list[tuple[str, str]], int], bool] | None = None
     heading: bool = False
+    task_prefix: bool = False
+    summary: bool = False
 
 
 def _rx(pattern: str) -> re.Pattern[str]:
@@ -471,6 +475,9 @@ CONVENTIONS: tuple[Convention, ...] = (
                "\"Display representations\"); the root cause is what to fix. Cargo prints a failed build script's "
                "output there under `--- stdout` / `--- stderr`: its `cargo:KEY=VALUE` lines are instructions to "
                "cargo (doc.rust-lang.org/cargo/reference/build-scripts.html), not causes", when=_under_caused_by),
+    Convention("mise task failure", _rx(r"^ERROR task failed$"),
+               "mise run: a failed task ends with `[task] ERROR task failed`, the task's prefix naming it "
+               "(jdx/mise src/task/task_results_display.rs exit_if_failed)", task_prefix=True, summary=True),
     Convention("mise", _rx(r"^mise ERROR (?!Run with --verbose)\S"),
                "mise's logger: `mise ERROR msg`, then `mise ERROR Run with --verbose or MISE_VERBOSE=1 for more "
                "information` (a hint, not an error; jdx/mise src/logger.rs)"),
@@ -555,6 +562,12 @@ def output_lines(output: str, *, decoded: bool = True) -> list[str]:
     return [s for s in (line.strip() for line in lines) if s and not SWE_FOOTER_RE.match(s)]
 
 
+def _task_prefix(raw: str) -> str:
+    """A mise task's `[name] ` prefix of a line, or nothing."""
+    m = MISE_TASK_PREFIX_RE.match(CI_LOG_PREFIX_RE.sub("", ANSI_RE.sub("", raw)))
+    return m.group(0) if m else ""
+
+
 def _unprefixed(raw: str) -> str:
     """A line without its ANSI colours and the CI log's or mise task's prefix, indentation kept."""
     return MISE_TASK_PREFIX_RE.sub("", CI_LOG_PREFIX_RE.sub("", ANSI_RE.sub("", raw)))
@@ -569,8 +582,9 @@ def error_findings(output: str) -> list[tuple[str, str | None]]:
     """(exact error line, its location or first project frame) in output order, headings after
     the lines under them, deduplicated and bounded. `output` may be any text: a tool result,
     hook output, a system reminder, a log the user pasted."""
-    raws = [_unprefixed(r) for r in logical_lines(output)]
-    lines = [(raw, unwrap_line(raw)) for raw in raws if raw.strip()]  # (indentation kept, unwrapped)
+    kept = [(_task_prefix(r), _unprefixed(r)) for r in logical_lines(output)]
+    kept = [(prefix, raw) for prefix, raw in kept if raw.strip()]
+    lines = [(raw, unwrap_line(raw)) for _, raw in kept]  # (indentation kept, unwrapped)
     found: list[tuple[bool, str, str | None, str]] = []
     in_traceback = in_hunk = False
     for i, (raw, line) in enumerate(lines):
@@ -597,6 +611,7 @@ def error_findings(output: str) -> list[tuple[str, str | None]]:
                 text = m.group(1) if m.groups() else line
                 said = rule.message(lines, i) if rule.message else None
                 text = f"{text} {said}" if said else text
+                text = kept[i][0] + text if rule.task_prefix else text
                 found.append((rule.heading, text, rule.at(lines, i) if rule.at else None, rule.name))
                 break
     out: list[tuple[str, str | None]] = []
@@ -616,6 +631,11 @@ def error_findings(output: str) -> list[tuple[str, str | None]]:
             out.append((text, at and cut_middle(at, ERROR_LINE_MAX_CHARS)))
     out += [(LINT_MORE.format(n=n, rule=name), None) for name, n in left_out.items()]
     return out
+
+
+def only_summaries(errors: list[str]) -> bool:
+    """Do these error lines only say which run failed (mise's `[lint] ERROR task failed`)?"""
+    return bool(errors) and all(any(c.summary and c.line.search(unwrap_line(e)) for c in CONVENTIONS) for e in errors)
 
 
 def error_lines(output: str) -> list[str]:
