@@ -466,3 +466,12 @@ def test_vitest_keeps_the_failed_tests_line_without_its_duration():
         "FAIL  src/components/ReportPage.test.tsx > ReportPage > copies finding fix prompt and shows toast"]
     # Biome's `× message` lines are not a test: they stay with their header (biome tests above).
     assert error_lines("  × Using == may be unsafe if you are relying on type coercion.\n") == []
+
+
+def test_rustfmt_check_keeps_one_diff_line_per_file():
+    # cc-orpheus_37b35585 (tune half; dougnukem/orpheus, MIT), record 5a438f8e: `cargo fmt --all --
+    # --check` as a mise task prints `Diff in <file>:<line>:` over each hunk, two in one file.
+    assert error_lines(read("rustfmt_check_mise_task.txt")) == [
+        "Diff in /Users/ddaniels/Dropbox/orpheus/crates/orpheus-tauri/src-tauri/build.rs:20:",
+        "[rust:lint] ERROR task failed",
+        LINT_MORE.format(n=1, rule="rustfmt")]

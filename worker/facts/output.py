@@ -29,7 +29,9 @@ MAX_ERROR_LINES_PER_RESULT = 6  # one failing run can print hundreds; the first 
 # what the run found, a count says the rest, so one lint run does not crowd out the other facts
 # (issue 22). A rule is its id (`no-unused-vars`, `lint/style/useConst`, `MD040`) or, where the
 # formatter wraps the id onto a later line (textlint's multi-line messages), the message.
-LINT_ROWS = frozenset({"eslint", "biome", "markdownlint", "golangci-lint"})
+# `rustfmt --check` prints one `Diff in <file>:<line>:` per hunk: its "rule" is the file, since
+# every hunk is the same fix (`cargo fmt`).
+LINT_ROWS = frozenset({"eslint", "biome", "markdownlint", "golangci-lint", "rustfmt"})
 MAX_LINT_LINES_PER_RULE = 1  # the same rule's next violation is the same fix in another place
 LINT_MORE = "… {n} more lint errors in this output ({rule})"
 LINT_RULE_RES = (  # tried in order: the first that matches names the rule
@@ -37,6 +39,7 @@ LINT_RULE_RES = (  # tried in order: the first that matches names the rule
     re.compile(r":\d+:\d+ ((?:lint|assist|parse|format|check)\S*)|^\S+\.\w+ (format)\b"),  # Biome's category
     re.compile(r" (MD\d{3})/"),  # markdownlint's rule number
     re.compile(r" \(([\w-]+)\)$"),  # golangci-lint's linter
+    re.compile(r"^Diff in (.+?)(?::\d+| at line \d+):$"),  # rustfmt's file
     re.compile(r"^\d+:\d+\s+error\s+(.+)$"),  # stylish without an id on the line: the message
 )
 ESCAPED_NEWLINE = "\\n"  # a backslash and an n: a newline inside a JSON or Rust-quoted string
@@ -397,6 +400,10 @@ CONVENTIONS: tuple[Convention, ...] = (
                "rustc diagnostics `error[E0382]: msg` then ` --> file:line:col` (rustc-dev-guide, Diagnostics); "
                "gcc/go/esbuild `file:line:col: error: msg` (GNU Coding Standards, Formatting Error Messages); "
                "rustc's `aborting due to` and cargo's `could not compile` only count them", at=_rustc_location),
+    Convention("rustfmt", _rx(r"^Diff in \S.*?(?::\d+| at line \d+):$"),
+               "rustfmt `--check` (`cargo fmt --check`): `Diff in <file>:<line>:` over each hunk it would change "
+               "(src/emitter/diff.rs; `Diff in <file> at line N:` before rustfmt 1.7.1), then the hunk's ` `/`-`/`+` lines; "
+               "it exits 1"),
     Convention("eslint", _rx(ESLINT_LINE_RE.pattern),
                "ESLint stylish formatter (the default): the file path, then `  line:col  error  message  rule-id` "
                "(lib/cli-engine/formatters/stylish.js; docs use/formatters#stylish); warnings are not errors",
