@@ -475,3 +475,9 @@ def test_rustfmt_check_keeps_one_diff_line_per_file():
         "Diff in /Users/ddaniels/Dropbox/orpheus/crates/orpheus-tauri/src-tauri/build.rs:20:",
         "[rust:lint] ERROR task failed",
         LINT_MORE.format(n=1, rule="rustfmt")]
+
+
+def test_opencodes_shell_metadata_says_the_user_aborted_the_command():
+    # opencode-bestcodes_ses_09378 (tune half; The-Best-Codes/bestcodes.dev, MIT), message 42: an
+    # `npm install` the user stopped; opencode's note under `(no output)`, its tags taken off.
+    assert error_lines(read("opencode_shell_aborted.txt")) == ["User aborted the command"]

@@ -457,6 +457,11 @@ CONVENTIONS: tuple[Convention, ...] = (
                "Failed to find expected lines in <path>` (codex-rs/core/src/tools/handlers/apply_patch.rs, "
                "packages/opencode/src/tool/apply_patch.ts); Codex's `exec_command failed for `cmd`: {err:?}` when the "
                "process was not run (a sandbox denial, a rejected approval; codex-rs tools/handlers/unified_exec.rs)"),
+    Convention("agent shell metadata", _rx(r"^(?:User aborted the command$|(?:shell|bash) tool terminated command after "
+                                           r"exceeding timeout \d+ ms)"),
+               "opencode's shell tool's `<shell_metadata>` (older `<bash_metadata>`) note under the output: `User "
+               "aborted the command` when the user stopped it, `shell tool terminated command after exceeding "
+               "timeout N ms` (packages/opencode/src/tool/shell.ts, earlier tool/bash.ts)"),
     # bun's `(fail) name [1208.98ms]` is kept without its time, so a re-run is the same fact.
     Convention("bun test failure", _rx(r"^(\(fail\) \S.*?)(?: \[[\d.]+m?s\])?$"),
                "bun test's default reporter: `(pass)` / `(fail) describe > test [12.00ms]` per test, the failure's "
