@@ -481,3 +481,15 @@ def test_opencodes_shell_metadata_says_the_user_aborted_the_command():
     # opencode-bestcodes_ses_09378 (tune half; The-Best-Codes/bestcodes.dev, MIT), message 42: an
     # `npm install` the user stopped; opencode's note under `(no output)`, its tags taken off.
     assert error_lines(read("opencode_shell_aborted.txt")) == ["User aborted the command"]
+
+
+def test_the_go_commands_own_errors_not_its_progress():
+    # codex-exec-gitsync_019edb4d (tune half; entireio/git-sync, MIT), line 105: under the sandbox
+    # the go command cannot write its module cache (exit 0); Codex's envelope around it is not.
+    out = read("go_stat_cache_codex.txt")
+    assert exit_code_of(out) == 0
+    assert error_lines(out) == [
+        "go: writing stat cache: open /Users/soph/go/pkg/mod/cache/download/entire.io/entire/git-sync/@v/"
+        "v0.7.1-0.20260618151520-ffb3b67940f6.info199073342.tmp: operation not permitted"]
+    # pi-authgo_019e44d4 (tune half), line 154: `go: downloading …` is progress (checked above).
+    assert not [line for line in error_lines(read("govulncheck_mise_task.txt")) if line.startswith("go: ")]

@@ -391,6 +391,13 @@ CONVENTIONS: tuple[Convention, ...] = (
                "it last (golangci-lint.run/docs/configuration/cli, output.formats.text)"),
     Convention("go build/vet", _rx(r"^\S+\.go:\d+:\d+: \S"),
                "go/scanner ErrorList and go vet `file.go:line:col: msg`"),
+    Convention("go command", _rx(r"^go: (?!(?:downloading|finding|found|added|upgraded|downgraded|removed|extracting)\s"
+                                 r"|creating new go\.mod|warning: |module \S+ is deprecated)\S"),
+               "the go command's own errors: `go: msg` (cmd/go/internal/base Fatalf/Errorf, `base.Fatalf(\"go: %v\", "
+               "err)`), `go: writing stat cache: …` (modfetch/cache.go); not its progress and reports `go: downloading`, "
+               "`go: finding module for package`, `go: found` (modfetch, modload/import.go), `go: added`/`upgraded`/"
+               "`downgraded`/`removed` (modget reportChanges), `go: creating new go.mod` (modload/init.go), "
+               "`go: warning: … matched no packages`"),
     Convention("pytest assertion", _rx(r"^E {2,}\S"),
                "pytest: the failing assertion's explanation lines start with `E` (FormattedExcinfo, _pytest/_code/code.py); "
                "the crash location `path:line: ExcType` follows", at=_pytest_crash_location),
