@@ -230,6 +230,10 @@ def test_agents_edit_tool_refusals_are_errors():
     # Claude Code, quoted in Digital-Process-Tools/claude-remember PR #51; the harness tags come off.
     assert error_lines(read("claude_code_tool_use_error.txt")) == [
         "File has not been read yet. Read it first before writing to it."]
+    # cc-langlearntts_0742cd3c (tune half; punt-labs/langlearn-tts, MIT), record 8a5944f4: Edit's
+    # `String: <old_string>` line says which text was not found.
+    assert error_lines(read("claude_code_edit_not_found.txt")) == [
+        "String to replace not found in file. String: 21m00Tcm4TlvDq8ikWAM"]
     # pi, quoted in earendil-works/pi issue #4430 (the multi-edit form of edit.ts's message)
     assert error_lines(read("pi_edit_error.txt")) == [
         "Could not find edits[1] in [some file]. The oldText must match exactly including all whitespace and newlines."]

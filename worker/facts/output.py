@@ -339,6 +339,11 @@ def _vitest_failed_module(lines: Lines, i: int) -> bool:
     return any(VITEST_MODULE_RE.match(line) for _, line in lines[:i])
 
 
+def _edit_string(lines: Lines, i: int) -> str | None:
+    """Claude Code's `String: <old_string>` line under its edit refusal: which text was not found."""
+    return _ahead(lines, i, 1, lambda _raw, line: line.startswith("String: "))
+
+
 @dataclass(frozen=True)
 class Convention:
     """One tool's error line. `at` finds what else a developer quotes with it (the `-->` location,
@@ -463,7 +468,8 @@ CONVENTIONS: tuple[Convention, ...] = (
                "`Could not find oldString in the file…` / `oldString not found in content` (packages/opencode/src/tool/edit.ts); Codex's and opencode's apply_patch `apply_patch verification failed: "
                "Failed to find expected lines in <path>` (codex-rs/core/src/tools/handlers/apply_patch.rs, "
                "packages/opencode/src/tool/apply_patch.ts); Codex's `exec_command failed for `cmd`: {err:?}` when the "
-               "process was not run (a sandbox denial, a rejected approval; codex-rs tools/handlers/unified_exec.rs)"),
+               "process was not run (a sandbox denial, a rejected approval; codex-rs tools/handlers/unified_exec.rs); "
+               "Claude Code's `String: <old_string>` under the first two is kept with them", message=_edit_string),
     Convention("agent shell metadata", _rx(r"^(?:User aborted the command$|(?:shell|bash) tool terminated command after "
                                            r"exceeding timeout \d+ ms)"),
                "opencode's shell tool's `<shell_metadata>` (older `<bash_metadata>`) note under the output: `User "
