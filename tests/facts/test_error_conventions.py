@@ -19,6 +19,7 @@ from worker.facts.output import (
     exit_code_of,
     first_meaningful_line,
     is_project_path,
+    only_summaries,
 )
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "error_conventions"
@@ -229,6 +230,10 @@ def test_agents_edit_tool_refusals_are_errors():
     # Claude Code, quoted in Digital-Process-Tools/claude-remember PR #51; the harness tags come off.
     assert error_lines(read("claude_code_tool_use_error.txt")) == [
         "File has not been read yet. Read it first before writing to it."]
+    # cc-langlearntts_0742cd3c (tune half; punt-labs/langlearn-tts, MIT), record 8a5944f4: Edit's
+    # `String: <old_string>` line says which text was not found.
+    assert error_lines(read("claude_code_edit_not_found.txt")) == [
+        "String to replace not found in file. String: 21m00Tcm4TlvDq8ikWAM"]
     # pi, quoted in earendil-works/pi issue #4430 (the multi-edit form of edit.ts's message)
     assert error_lines(read("pi_edit_error.txt")) == [
         "Could not find edits[1] in [some file]. The oldText must match exactly including all whitespace and newlines."]
@@ -347,18 +352,37 @@ def test_mise_errors_its_task_prefix_and_govulncheck():
     assert error_lines(read("mise_untrusted_config.txt")) == [
         "mise ERROR error parsing config file: ~/Work/entire/devenv/auth-go/mise.toml",
         "mise ERROR Config files in ~/Work/entire/devenv/auth-go/mise.toml are not trusted."]
-    # govulncheck run as a mise task: its findings and summary, past mise's install progress.
+    # govulncheck run as a mise task: its findings and summary, past mise's install progress, then
+    # mise's `ERROR task failed` with the prefix that names the task.
     assert error_lines(read("govulncheck_mise_task.txt")) == [
         "Vulnerability #1: GO-2026-4971", "Vulnerability #2: GO-2026-4918",
-        "Your code is affected by 2 vulnerabilities from the Go standard library."]
-    # A task failing on a message no row knows: the failure's line is the task's own, not mise's
-    # progress, its `[task] $ cmd` echo or the go command's downloads.
+        "Your code is affected by 2 vulnerabilities from the Go standard library.",
+        "[lint:govulncheck] ERROR task failed"]
+    # A task failing on a message no row knows: mise's line says which task, not why, so the
+    # failure's first line is kept too: the task's own, not mise's progress, its `[task] $ cmd`
+    # echo or the go command's downloads.
     out = read("mise_task_failed.txt")
-    assert error_lines(out) == []
+    assert error_lines(out) == ["[lint:gomod] ERROR task failed"]
+    assert only_summaries(error_lines(out)) and not only_summaries(error_lines(read("govulncheck_mise_task.txt")))
     assert first_meaningful_line(out) == "go module files modified, please commit result of 'go mod tidy'!"
-    # The task prefix comes off before the rows look (golangci-lint under `[lint:go] `).
+    # The task prefix comes off before the other rows look (golangci-lint under `[lint:go] `).
     assert error_lines("[lint:go] cmd/x.go:244:6: func f is unused (unused)\n[lint:go] ERROR task failed\n") == [
-        "cmd/x.go:244:6: func f is unused (unused)"]
+        "cmd/x.go:244:6: func f is unused (unused)", "[lint:go] ERROR task failed"]
+    # cc-orpheus_37b35585 (tune half; dougnukem/orpheus, MIT), record 5a438f8e: the failed task's
+    # line, its ANSI-coloured output above it.
+    assert "[rust:lint] ERROR task failed" in error_lines(read("rustfmt_check_mise_task.txt"))
+
+
+def test_a_failed_mise_task_is_remembered_by_its_own_first_line_and_mises():
+    # pi-authgo_019e44d4 (tune half), line 160, as a command's result.
+    from tests.fakes import SessionBuilder
+    from worker.facts.ledger import extract_ledger
+
+    b = SessionBuilder()
+    b.user("lint it")
+    b.bash("mise run lint", read("mise_task_failed.txt"), is_error=True)
+    assert [e.text for e in extract_ledger(b.messages).errors] == [
+        "go module files modified, please commit result of 'go mod tidy'!", "[lint:gomod] ERROR task failed"]
 
 
 def test_a_cancelled_parallel_call_is_no_error_and_no_outcome():
@@ -434,3 +458,42 @@ def test_a_chained_typescript_error_keeps_its_first_level_past_the_overload_prea
     assert error_lines(read("tsc_overload_chain.txt"))[0] == (
         "vitest.config.ts(5,13): error TS2769: No overload matches this call. "
         "Type 'Plugin<any>[]' is not assignable to type 'PluginOption'.")
+
+
+def test_vitest_keeps_the_failed_tests_line_without_its_duration():
+    # opencode-nimbus_ses_31a4b912 (tune half; dayhaysoos/nimbus, MIT), message 33: vitest 2.1.9's
+    # default reporter lists `× suite > test 50ms` under the module line `❯ file (2 tests | 1 failed)`.
+    assert error_lines(read("vitest_failed_test_list.txt")) == [
+        'TestingLibraryElementError: Found multiple elements with the role "button" and name "Copy fix prompt"',
+        "ERR_PNPM_RECURSIVE_RUN_FIRST_FAIL\u2009 @dayhaysoos/nimbus-report-ui@0.0.1 test: `vitest run`",
+        "× ReportPage > copies finding fix prompt and shows toast",
+        "FAIL  src/components/ReportPage.test.tsx > ReportPage > copies finding fix prompt and shows toast"]
+    # Biome's `× message` lines are not a test: they stay with their header (biome tests above).
+    assert error_lines("  × Using == may be unsafe if you are relying on type coercion.\n") == []
+
+
+def test_rustfmt_check_keeps_one_diff_line_per_file():
+    # cc-orpheus_37b35585 (tune half; dougnukem/orpheus, MIT), record 5a438f8e: `cargo fmt --all --
+    # --check` as a mise task prints `Diff in <file>:<line>:` over each hunk, two in one file.
+    assert error_lines(read("rustfmt_check_mise_task.txt")) == [
+        "Diff in /Users/ddaniels/Dropbox/orpheus/crates/orpheus-tauri/src-tauri/build.rs:20:",
+        "[rust:lint] ERROR task failed",
+        LINT_MORE.format(n=1, rule="rustfmt")]
+
+
+def test_opencodes_shell_metadata_says_the_user_aborted_the_command():
+    # opencode-bestcodes_ses_09378 (tune half; The-Best-Codes/bestcodes.dev, MIT), message 42: an
+    # `npm install` the user stopped; opencode's note under `(no output)`, its tags taken off.
+    assert error_lines(read("opencode_shell_aborted.txt")) == ["User aborted the command"]
+
+
+def test_the_go_commands_own_errors_not_its_progress():
+    # codex-exec-gitsync_019edb4d (tune half; entireio/git-sync, MIT), line 105: under the sandbox
+    # the go command cannot write its module cache (exit 0); Codex's envelope around it is not.
+    out = read("go_stat_cache_codex.txt")
+    assert exit_code_of(out) == 0
+    assert error_lines(out) == [
+        "go: writing stat cache: open /Users/soph/go/pkg/mod/cache/download/entire.io/entire/git-sync/@v/"
+        "v0.7.1-0.20260618151520-ffb3b67940f6.info199073342.tmp: operation not permitted"]
+    # pi-authgo_019e44d4 (tune half), line 154: `go: downloading …` is progress (checked above).
+    assert not [line for line in error_lines(read("govulncheck_mise_task.txt")) if line.startswith("go: ")]

@@ -33,6 +33,7 @@ from .output import (
     failing_test_ids,
     find_tallies,
     first_meaningful_line,
+    only_summaries,
     output_excerpt,
     unwrap_line,
 )
@@ -171,6 +172,12 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
         or (bool(action.errors) and action.exit_code is None)
     )
     action.status = "failed" if failed else "ok"
+    if failed and only_summaries(action.errors):
+        # `[lint:gomod] ERROR task failed` names the task that failed; a script's own message
+        # (`go module files modified, …`) follows no convention, so its first line says why.
+        line = first_meaningful_line(output)
+        if line and line not in action.errors:
+            action.errors.insert(0, line)
     if failed and not action.errors:
         line = first_meaningful_line(output)
         if line is None:

@@ -29,7 +29,9 @@ MAX_ERROR_LINES_PER_RESULT = 6  # one failing run can print hundreds; the first 
 # what the run found, a count says the rest, so one lint run does not crowd out the other facts
 # (issue 22). A rule is its id (`no-unused-vars`, `lint/style/useConst`, `MD040`) or, where the
 # formatter wraps the id onto a later line (textlint's multi-line messages), the message.
-LINT_ROWS = frozenset({"eslint", "biome", "markdownlint", "golangci-lint"})
+# `rustfmt --check` prints one `Diff in <file>:<line>:` per hunk: its "rule" is the file, since
+# every hunk is the same fix (`cargo fmt`).
+LINT_ROWS = frozenset({"eslint", "biome", "markdownlint", "golangci-lint", "rustfmt"})
 MAX_LINT_LINES_PER_RULE = 1  # the same rule's next violation is the same fix in another place
 LINT_MORE = "… {n} more lint errors in this output ({rule})"
 LINT_RULE_RES = (  # tried in order: the first that matches names the rule
@@ -37,6 +39,7 @@ LINT_RULE_RES = (  # tried in order: the first that matches names the rule
     re.compile(r":\d+:\d+ ((?:lint|assist|parse|format|check)\S*)|^\S+\.\w+ (format)\b"),  # Biome's category
     re.compile(r" (MD\d{3})/"),  # markdownlint's rule number
     re.compile(r" \(([\w-]+)\)$"),  # golangci-lint's linter
+    re.compile(r"^Diff in (.+?)(?::\d+| at line \d+):$"),  # rustfmt's file
     re.compile(r"^\d+:\d+\s+error\s+(.+)$"),  # stylish without an id on the line: the message
 )
 ESCAPED_NEWLINE = "\\n"  # a backslash and an n: a newline inside a JSON or Rust-quoted string
@@ -180,6 +183,7 @@ MARKDOWNLINT_LINE_RE = re.compile(r"^\S+:\d+(?::\d+)? (?:error )?MD\d{3}(?:/[\w-
 NPM_MESSAGE_RE = re.compile(r"^npm (?:ERR!|error) (?!(?:code|errno|syscall|path|dest)\b)\S")
 JEST_FRAME_RE = re.compile(r"^at (?:.+ \()?([^()\s]+):\d+:\d+\)?$")  # V8 stack frame, as jest prints it
 VITEST_FRAME_RE = re.compile(r"^❯ (\S+):\d+:\d+")  # vitest's error location (`❯ file:line:col`)
+VITEST_MODULE_RE = re.compile(r"^❯ (?:\S+ )*?\S+\.[cm]?[jt]sx? \(\d+ tests?(?: \| \d+ \w+)*? \| \d+ failed\b")
 JAVA_FRAME_RE = re.compile(r"^at ([\w$.]+)\([\w$]+\.(?:java|kt|scala|groovy):\d+\)$")  # Throwable.printStackTrace
 NOT_PROJECT_JAVA_RE = re.compile(r"^(?:java|javax|jdk|sun|kotlin|scala|junit|org\.junit|org\.opentest4j|org\.testng"
                                  r"|org\.assertj|org\.hamcrest)\.")
@@ -329,13 +333,26 @@ def _go_test_failed(lines: Lines, i: int) -> bool:
     return True
 
 
+def _vitest_failed_module(lines: Lines, i: int) -> bool:
+    """Is this `× name` line under a vitest module line with failures (`❯ file (2 tests | 1 failed)`)?
+    Biome prints its messages with the same `×`."""
+    return any(VITEST_MODULE_RE.match(line) for _, line in lines[:i])
+
+
+def _edit_string(lines: Lines, i: int) -> str | None:
+    """Claude Code's `String: <old_string>` line under its edit refusal: which text was not found."""
+    return _ahead(lines, i, 1, lambda _raw, line: line.startswith("String: "))
+
+
 @dataclass(frozen=True)
 class Convention:
     """One tool's error line. `at` finds what else a developer quotes with it (the `-->` location,
     the first project frame); `message` finds the line that says what a header line is about
     (Biome's `× message`), kept on the header's line, since neither is the error alone; `when`
     rejects a match its context shows is not a failure; a `heading` only names the failure, so
-    the lines under it come first."""
+    the lines under it come first; `task_prefix` keeps the mise task prefix (`[lint:go] `) on
+    the line, where it is what names the task; a `summary` says which run failed, not why, so a
+    result with nothing else is also remembered by its first meaningful line (`only_summaries`)."""
 
     name: str
     line: re.Pattern[str]  # searched in one unwrapped line; with a group, the group is what is kept
@@ -344,6 +361,8 @@ class Convention:
     message: Callable[[list[tuple[str, str]], int], str | None] | None = None
     when: Callable[[list[tuple[str, str]], int], bool] | None = None
     heading: bool = False
+    task_prefix: bool = False
+    summary: bool = False
 
 
 def _rx(pattern: str) -> re.Pattern[str]:
@@ -377,6 +396,13 @@ CONVENTIONS: tuple[Convention, ...] = (
                "it last (golangci-lint.run/docs/configuration/cli, output.formats.text)"),
     Convention("go build/vet", _rx(r"^\S+\.go:\d+:\d+: \S"),
                "go/scanner ErrorList and go vet `file.go:line:col: msg`"),
+    Convention("go command", _rx(r"^go: (?!(?:downloading|finding|found|added|upgraded|downgraded|removed|extracting)\s"
+                                 r"|creating new go\.mod|warning: |module \S+ is deprecated)\S"),
+               "the go command's own errors: `go: msg` (cmd/go/internal/base Fatalf/Errorf, `base.Fatalf(\"go: %v\", "
+               "err)`), `go: writing stat cache: …` (modfetch/cache.go); not its progress and reports `go: downloading`, "
+               "`go: finding module for package`, `go: found` (modfetch, modload/import.go), `go: added`/`upgraded`/"
+               "`downgraded`/`removed` (modget reportChanges), `go: creating new go.mod` (modload/init.go), "
+               "`go: warning: … matched no packages`"),
     Convention("pytest assertion", _rx(r"^E {2,}\S"),
                "pytest: the failing assertion's explanation lines start with `E` (FormattedExcinfo, _pytest/_code/code.py); "
                "the crash location `path:line: ExcType` follows", at=_pytest_crash_location),
@@ -386,6 +412,10 @@ CONVENTIONS: tuple[Convention, ...] = (
                "rustc diagnostics `error[E0382]: msg` then ` --> file:line:col` (rustc-dev-guide, Diagnostics); "
                "gcc/go/esbuild `file:line:col: error: msg` (GNU Coding Standards, Formatting Error Messages); "
                "rustc's `aborting due to` and cargo's `could not compile` only count them", at=_rustc_location),
+    Convention("rustfmt", _rx(r"^Diff in \S.*?(?::\d+| at line \d+):$"),
+               "rustfmt `--check` (`cargo fmt --check`): `Diff in <file>:<line>:` over each hunk it would change "
+               "(src/emitter/diff.rs; `Diff in <file> at line N:` before rustfmt 1.7.1), then the hunk's ` `/`-`/`+` lines; "
+               "it exits 1"),
     Convention("eslint", _rx(ESLINT_LINE_RE.pattern),
                "ESLint stylish formatter (the default): the file path, then `  line:col  error  message  rule-id` "
                "(lib/cli-engine/formatters/stylish.js; docs use/formatters#stylish); warnings are not errors",
@@ -419,6 +449,12 @@ CONVENTIONS: tuple[Convention, ...] = (
     Convention("vitest failure", _rx(r"^FAIL\s+\S+\.[cm]?[jt]sx?\s+>\s+\S"),
                "Vitest's default reporter: ` FAIL  file > suite > test` per failed test (packages/vitest reporters "
                "base.ts printTaskErrors)", heading=True),
+    # kept without its duration, like bun's, so a re-run of the same failing test is the same fact
+    Convention("vitest test", _rx(r"^(× \S.*?)(?: \d+ms)?(?: \((?:retry|repeat) x\d+\))*$"),
+               "Vitest's default reporter: under the module line `❯ file (2 tests | 1 failed) 123ms`, each failed "
+               "test as `× suite > test 50ms` and its `→ message` (packages/vitest/src/node/reporters/base.ts "
+               "printTask, v2; v3 indents `× test` under its suites, printTestCase)",
+               heading=True, when=_vitest_failed_module),
     Convention("surefire test", _rx(r"^(?:\[ERROR\] )?\S.*\s(?:-- )?Time elapsed: [\d.,]+ s(?:ec)?\s+<<< (?:FAILURE|ERROR)!$"),
                "Maven Surefire: `[ERROR] testName(Class)  Time elapsed: 0.01 s  <<< FAILURE!` per failed test "
                "(maven-surefire-common TestSetStats / ConsoleReporter, surefire-reports/*.txt)", heading=True),
@@ -432,7 +468,13 @@ CONVENTIONS: tuple[Convention, ...] = (
                "`Could not find oldString in the file…` / `oldString not found in content` (packages/opencode/src/tool/edit.ts); Codex's and opencode's apply_patch `apply_patch verification failed: "
                "Failed to find expected lines in <path>` (codex-rs/core/src/tools/handlers/apply_patch.rs, "
                "packages/opencode/src/tool/apply_patch.ts); Codex's `exec_command failed for `cmd`: {err:?}` when the "
-               "process was not run (a sandbox denial, a rejected approval; codex-rs tools/handlers/unified_exec.rs)"),
+               "process was not run (a sandbox denial, a rejected approval; codex-rs tools/handlers/unified_exec.rs); "
+               "Claude Code's `String: <old_string>` under the first two is kept with them", message=_edit_string),
+    Convention("agent shell metadata", _rx(r"^(?:User aborted the command$|(?:shell|bash) tool terminated command after "
+                                           r"exceeding timeout \d+ ms)"),
+               "opencode's shell tool's `<shell_metadata>` (older `<bash_metadata>`) note under the output: `User "
+               "aborted the command` when the user stopped it, `shell tool terminated command after exceeding "
+               "timeout N ms` (packages/opencode/src/tool/shell.ts, earlier tool/bash.ts)"),
     # bun's `(fail) name [1208.98ms]` is kept without its time, so a re-run is the same fact.
     Convention("bun test failure", _rx(r"^(\(fail\) \S.*?)(?: \[[\d.]+m?s\])?$"),
                "bun test's default reporter: `(pass)` / `(fail) describe > test [12.00ms]` per test, the failure's "
@@ -458,6 +500,9 @@ CONVENTIONS: tuple[Convention, ...] = (
                "\"Display representations\"); the root cause is what to fix. Cargo prints a failed build script's "
                "output there under `--- stdout` / `--- stderr`: its `cargo:KEY=VALUE` lines are instructions to "
                "cargo (doc.rust-lang.org/cargo/reference/build-scripts.html), not causes", when=_under_caused_by),
+    Convention("mise task failure", _rx(r"^ERROR task failed$"),
+               "mise run: a failed task ends with `[task] ERROR task failed`, the task's prefix naming it "
+               "(jdx/mise src/task/task_results_display.rs exit_if_failed)", task_prefix=True, summary=True),
     Convention("mise", _rx(r"^mise ERROR (?!Run with --verbose)\S"),
                "mise's logger: `mise ERROR msg`, then `mise ERROR Run with --verbose or MISE_VERBOSE=1 for more "
                "information` (a hint, not an error; jdx/mise src/logger.rs)"),
@@ -542,6 +587,12 @@ def output_lines(output: str, *, decoded: bool = True) -> list[str]:
     return [s for s in (line.strip() for line in lines) if s and not SWE_FOOTER_RE.match(s)]
 
 
+def _task_prefix(raw: str) -> str:
+    """A mise task's `[name] ` prefix of a line, or nothing."""
+    m = MISE_TASK_PREFIX_RE.match(CI_LOG_PREFIX_RE.sub("", ANSI_RE.sub("", raw)))
+    return m.group(0) if m else ""
+
+
 def _unprefixed(raw: str) -> str:
     """A line without its ANSI colours and the CI log's or mise task's prefix, indentation kept."""
     return MISE_TASK_PREFIX_RE.sub("", CI_LOG_PREFIX_RE.sub("", ANSI_RE.sub("", raw)))
@@ -556,8 +607,9 @@ def error_findings(output: str) -> list[tuple[str, str | None]]:
     """(exact error line, its location or first project frame) in output order, headings after
     the lines under them, deduplicated and bounded. `output` may be any text: a tool result,
     hook output, a system reminder, a log the user pasted."""
-    raws = [_unprefixed(r) for r in logical_lines(output)]
-    lines = [(raw, unwrap_line(raw)) for raw in raws if raw.strip()]  # (indentation kept, unwrapped)
+    kept = [(_task_prefix(r), _unprefixed(r)) for r in logical_lines(output)]
+    kept = [(prefix, raw) for prefix, raw in kept if raw.strip()]
+    lines = [(raw, unwrap_line(raw)) for _, raw in kept]  # (indentation kept, unwrapped)
     found: list[tuple[bool, str, str | None, str]] = []
     in_traceback = in_hunk = False
     for i, (raw, line) in enumerate(lines):
@@ -584,6 +636,7 @@ def error_findings(output: str) -> list[tuple[str, str | None]]:
                 text = m.group(1) if m.groups() else line
                 said = rule.message(lines, i) if rule.message else None
                 text = f"{text} {said}" if said else text
+                text = kept[i][0] + text if rule.task_prefix else text
                 found.append((rule.heading, text, rule.at(lines, i) if rule.at else None, rule.name))
                 break
     out: list[tuple[str, str | None]] = []
@@ -603,6 +656,11 @@ def error_findings(output: str) -> list[tuple[str, str | None]]:
             out.append((text, at and cut_middle(at, ERROR_LINE_MAX_CHARS)))
     out += [(LINT_MORE.format(n=n, rule=name), None) for name, n in left_out.items()]
     return out
+
+
+def only_summaries(errors: list[str]) -> bool:
+    """Do these error lines only say which run failed (mise's `[lint] ERROR task failed`)?"""
+    return bool(errors) and all(any(c.summary and c.line.search(unwrap_line(e)) for c in CONVENTIONS) for e in errors)
 
 
 def error_lines(output: str) -> list[str]:
