@@ -31,7 +31,7 @@ EVIDENCE_COMMAND_MAX_CHARS = 100
 # What the agent told the user at the end of a turn ("Done: … merged as 7acea04, kept X because
 # Y"): its own account of outcomes and decisions, which a checkpoint without a model has no
 # other words for. The opening says it; the rest stays in the history.
-MAX_REPORTS = 12
+MAX_REPORTS = 20  # newest first; they fill only the room the facts leave (tune, no model: 12 -> 20: 16k, 32k +1; 30 no more)
 REPORT_MAX_CHARS = 300  # tune half, no model: 300 kept 4 more facts than 600 at 16k, 5 at 32k
 BLOCKED_MIN_ATTEMPTS = 2  # one failure is a step; the same failure twice with no fix is stuck
 # A sentence of a request that puts part of it off ("We'll handle active session … later."): when
