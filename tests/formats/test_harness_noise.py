@@ -17,6 +17,7 @@ from worker.formats._common import INJECTED, split_harness_noise
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 CIPHERBOX = FIXTURES / "cc-cipherbox_2095544c-fa50-4027-b664-c37e578957ce.jsonl"
 MEOW = FIXTURES / "cc-meow-ja_fc996c60-fb21-4123-b967-4f406da4bc25.jsonl"
+MEOW_ARTICLES = FIXTURES / "cc-meow-ja_f29a7049-fb97-4c4d-927d-9dea6a6e9f2a.jsonl"
 SPOTTER = FIXTURES / "cc-spotter_8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl"
 CODEX_CLI = FIXTURES / "codex-cli-sessionbridge_019d6cca-56cc-7850-9ca0-e841d6382a98.jsonl"
 
@@ -46,6 +47,17 @@ def test_claude_code_task_notification_is_not_the_user():
     assert s.messages[1].meta["harness"] == ["task-notification"]
     ledger = extract_ledger(s.messages)
     assert [u.text for u in ledger.user_instructions] == [s.messages[0].text]
+
+
+def test_claude_code_queued_task_notification_and_its_transcript_pointer_are_not_the_user():
+    # meow-ja (Claude Code 2.1.63): the plan (line 3), then five background agents' notices queued
+    # as `queue-operation` records (enqueued at 42, 67, 70, 77, 78, delivered by the removes at 47,
+    # 80-83), each with `Full transcript available at: <path>` after the tag.
+    s = claude_code.load(records(MEOW_ARTICLES, 3, 42, 47, 67, 70, 77, 78, range(80, 84)))
+    assert [m.meta.get("harness") for m in s.messages[1:]] == [["task-notification"]] * 5
+    ledger = extract_ledger(s.messages)
+    assert not [u for u in ledger.user_instructions if "Full transcript available at" in u.text]
+    assert [m.user_text for _, m in user_requests(s.messages)] == [s.messages[0].user_text]
 
 
 def test_claude_code_user_shell_is_mined_but_not_an_instruction():

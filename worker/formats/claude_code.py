@@ -76,8 +76,12 @@ TOOL_USE_ERROR_RE = re.compile(r"\A\s*<tool_use_error>")
 # tests/fixtures). A slash command's arguments are what the user typed after it: they stay.
 HARNESS_NOISE: tuple[Noise, ...] = (
     Noise("system-reminder", tag("system-reminder")),
+    # A background task's notification, then the pointer to its output that Claude Code appends
+    # outside the tag: `Read the output file to retrieve the result: <path>` (2.1.197's binary),
+    # `Full transcript available at: <path>` (2.1.63's queue-operation records, cc-meow-ja).
     Noise("task-notification", re.compile(
-        r"<task-notification>.*?(?:</task-notification>|\Z)(?:\s*Read the output file to retrieve the result: \S+)?", re.S)),
+        r"<task-notification>.*?(?:</task-notification>|\Z)"
+        r"(?:\s*(?:Read the output file to retrieve the result|Full transcript available at): \S+)?", re.S)),
     Noise("command-name", tag("command-name")),
     Noise("command-message", tag("command-message")),
     Noise("command-args", tag("command-args"), keep="body"),
