@@ -17,6 +17,7 @@ from worker.formats._common import INJECTED, split_harness_noise
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 CIPHERBOX = FIXTURES / "cc-cipherbox_2095544c-fa50-4027-b664-c37e578957ce.jsonl"
 MEOW = FIXTURES / "cc-meow-ja_fc996c60-fb21-4123-b967-4f406da4bc25.jsonl"
+CONTEXT_EVALUATOR = FIXTURES / "cc-contextevaluator_8ecab05f-4481-43d6-9428-a6b177981877.jsonl"
 MEOW_ARTICLES = FIXTURES / "cc-meow-ja_f29a7049-fb97-4c4d-927d-9dea6a6e9f2a.jsonl"
 SPOTTER = FIXTURES / "cc-spotter_8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl"
 CODEX_CLI = FIXTURES / "codex-cli-sessionbridge_019d6cca-56cc-7850-9ca0-e841d6382a98.jsonl"
@@ -58,6 +59,13 @@ def test_claude_code_queued_task_notification_and_its_transcript_pointer_are_not
     ledger = extract_ledger(s.messages)
     assert not [u for u in ledger.user_instructions if "Full transcript available at" in u.text]
     assert [m.user_text for _, m in user_requests(s.messages)] == [s.messages[0].user_text]
+
+
+def test_claude_code_queued_task_notice_without_tool_use_id_is_not_the_user_nor_takes_their_place():
+    # contextevaluator (Claude Code 2.1.45): line 48 queues a background task's JSON notice (no
+    # `tool_use_id`, no removal logged), 438 the user's typed-ahead words, 442 their `remove`.
+    s = claude_code.load(records(CONTEXT_EVALUATOR, 48, 438, 442))
+    assert [m.text for m in s.messages] == ['and "Linked" should appear as "Linked docs"']
 
 
 def test_claude_code_user_shell_is_mined_but_not_an_instruction():

@@ -230,14 +230,15 @@ def load(src: Source) -> Session:
 
 def _task_notification(content: str) -> bool:
     """Claude Code queues a background task's notice in the same queue as typed words, as JSON
-    `{"task_id", "tool_use_id", "description", "task_type"}`: the harness's, not the user's."""
+    `{"task_id", "tool_use_id", "description", "task_type"}` (2.1.45 without `tool_use_id`,
+    cc-contextevaluator line 48): the harness's, not the user's."""
     if not content.lstrip().startswith("{"):
         return False
     try:
         data = json.loads(content)
     except ValueError:
         return False
-    return isinstance(data, dict) and "task_id" in data and "tool_use_id" in data
+    return isinstance(data, dict) and "task_id" in data and ("tool_use_id" in data or "task_type" in data)
 
 
 def _deliver(delivered: list[tuple[str, int, Any]], item: tuple[str, int, Any]) -> bool:
@@ -252,10 +253,13 @@ def _queue(rec: dict[str, Any], n: int, queued: list[tuple[str | None, int, Any]
            delivered: list[tuple[str, int, Any]]) -> bool:
     """Follow the queue of typed-ahead messages; True when this record delivered one mid-turn."""
     op = rec.get("operation")
+    content = rec.get("content")
+    if op == "enqueue" and isinstance(content, str) and _task_notification(content):
+        # Not queued: whether its removal is logged differs by version (2.1.45 logs none, and the
+        # next `remove` is the typed words'; cc-langlearntts's later version logs one per notice).
+        return False
     if op == "enqueue":  # without its text (some versions): a place in the queue all the same
-        content = rec.get("content")
-        words = content if isinstance(content, str) and not _task_notification(content) else None
-        queued.append((words, n, rec.get("timestamp")))
+        queued.append((content if isinstance(content, str) else None, n, rec.get("timestamp")))
     elif op == "dequeue" and queued:
         queued.pop(0)  # sent as the next prompt: an ordinary user record follows
     elif op == "remove" and queued:
