@@ -467,20 +467,24 @@ def headline(real: dict[str, Any], aggregate_: dict[str, Any] | None = None, lab
 
 
 def run_real(backend: Any, quick: bool = False, no_model: bool = False,
-             max_new_tokens: int | None = None) -> dict[str, Any]:
-    """The real set on an open backend (its model is the one the model runs use)."""
+             max_new_tokens: int | None = None, half: str | None = None,
+             contexts: tuple[int, ...] | None = None) -> dict[str, Any]:
+    """The real set on an open backend (its model is the one the model runs use). `half`: only
+    the tune or the held-out transcripts; `contexts`: only these windows (a model run of one half
+    that fits its time cap on a small machine)."""
     from worker.pipeline.summarize import MAX_NEW_TOKENS
 
     t0 = time.monotonic()
-    cases = load_cases()
+    cases = [c for c in load_cases() if half is None or c.split == half]
     if quick:
         cases = [c for c in cases if c.name == QUICK_CASE]
         plan = [(ctx, False) for ctx in QUICK_CONTEXTS] + ([] if no_model else [(QUICK_MODEL_CONTEXT, True)])
         baseline_contexts: tuple[int, ...] = ()
         max_new_tokens = max_new_tokens or QUICK_MAX_TOKENS
     else:
-        plan = [(ctx, use) for ctx in CONTEXTS for use in ((False,) if no_model else (False, True))]
-        baseline_contexts = () if no_model else BASELINE_CONTEXTS
+        windows = contexts or CONTEXTS
+        plan = [(ctx, use) for ctx in windows for use in ((False,) if no_model else (False, True))]
+        baseline_contexts = () if no_model else tuple(c for c in BASELINE_CONTEXTS if c in windows)
         max_new_tokens = max_new_tokens or MAX_NEW_TOKENS
     from worker.tokens import TokenCounter
 

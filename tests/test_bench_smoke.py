@@ -157,6 +157,20 @@ def _fact(match: str, text: str, kind: str = "decision") -> Any:
     return RealFact(kind, text, match, "line 1", False)
 
 
+def test_fidelity_real_runs_one_half_at_the_windows_given(tmp_path: Path) -> None:
+    """`--half` and `--contexts`: a model run that fits its time cap on a small machine."""
+    from benchmarks import fidelity_real
+
+    argv = ["--no-model", "--half", "heldout", "--contexts", "32000", "--model", "qwen2.5-coder-0.5b",
+            "--out", str(tmp_path)]
+    assert fidelity_real.main(argv) == 0
+    assert (tmp_path / "fidelity_real.png").read_bytes()[:4] == PNG_MAGIC
+    data = json.loads((tmp_path / "fidelity_real.json").read_text(encoding="utf-8"))
+    assert data["cases"] and {c["split"] for c in data["cases"]} == {"heldout"}
+    assert {(r["context_limit"], r["mode"]) for c in data["cases"] for r in c["runs"]} == {(32000, "no-model")}
+    assert data["halves"]["tune"]["cases"] == [] and data["settings"]["contexts"] == [32000]
+
+
 def test_real_scorer_exact_is_whitespace_normalized() -> None:
     from benchmarks.real_facts import kept
 
