@@ -21,6 +21,9 @@ CUT_MARKER = "[… {n} chars cut …]"  # every cut says how much went: never si
 BARE_TOKEN_RE = re.compile(r"[^\s`]+")  # an output like `345` that needs no quoting
 BACKTICK_RUN_RE = re.compile(r"`+")  # a code span opens and closes with runs of equal length
 ELLIPSIS = "…"  # what an end cut leaves: the reader sees the text goes on
+# A command named where it is not the fact itself (the run an error came from or that fixed it, a
+# work item's evidence): the run is listed whole under Commands.
+CITED_COMMAND_MAX_CHARS = 100
 # A cut moves at most this share of its piece to reach a word boundary: further, and one long
 # token (a path, a hash) would cost the whole piece, so it is cut where it is (never inside code).
 SNAP_MAX_SHARE = 0.5

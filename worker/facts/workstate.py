@@ -19,15 +19,12 @@ from ..session import Message
 from .actions import Action, reruns, scan_actions
 from .ledger import Ledger, answered_question, cut_paste, user_requests
 from .shell import cut_command
-from .text import code, command_result, cut_end, one_line
+from .text import CITED_COMMAND_MAX_CHARS, code, command_result, cut_end, one_line
 
 MAX_DONE = 8  # the newest finished requests; older ones are history
 MAX_IN_PROGRESS = 5  # the last request plus a few unverified edits before it
 MAX_BLOCKED = 5
 REQUEST_TEXT_MAX_CHARS = 160  # the item names the request; the full text is in the ledger
-# Evidence names its run as an error names its command (checkpoint.ERROR_COMMAND_MAX_CHARS): the
-# run itself is under Commands (tune, no model: 8k 412 -> 414; 16k, 32k equal).
-EVIDENCE_COMMAND_MAX_CHARS = 100
 # What the agent told the user at the end of a turn ("Done: … merged as 7acea04, kept X because
 # Y"): its own account of outcomes and decisions, which a checkpoint without a model has no
 # other words for. The opening says it; the rest stays in the history.
@@ -107,7 +104,7 @@ def _evidence_line(action: Action, cite: dict[str, str]) -> str:
     if action.commits:
         sha, subject, _ = action.commits[0]
         return f"commit {code(sha) + ' ' if sha else ''}{code(subject)} ({mid})"
-    command = cut_command(one_line(action.command or ""), EVIDENCE_COMMAND_MAX_CHARS)
+    command = cut_command(one_line(action.command or ""), CITED_COMMAND_MAX_CHARS)  # tune, no model: 8k 412 -> 414
     tally = next((t for t, _ in action.tallies), None)
     if tally and action.output is None:
         return f"{code(command)} → {code(tally)} ({mid})"

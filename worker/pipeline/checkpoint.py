@@ -26,7 +26,7 @@ from typing import Any
 
 from ..facts.ledger import CommandFact, ErrorFact, Ledger, budget_user_instructions
 from ..facts.shell import cut_command, only_looks, sets_up
-from ..facts.text import code, command_result, cut_middle, one_line
+from ..facts.text import CITED_COMMAND_MAX_CHARS, code, command_result, cut_middle, one_line
 from ..facts.workstate import WorkItem, WorkState
 from .anchor import bounded
 from .stats import CheckpointAudit, CheckpointBudget, CheckpointTokens, Timings, Verification
@@ -123,7 +123,6 @@ LEFT_OUT = {
     "zh": ("为适应预算省略了：{what}。全部都在历史中：`compactd history search {sid} …`"
            "（`GET /v1/sessions/{{id}}/history/search?q=…`；按上文的 id 用 `…/history/around?message_id=…`）。"),
 }
-ERROR_COMMAND_MAX_CHARS = 100  # an error names the run it came from or that fixed it; the run itself is under Commands
 LISTED_COMMAND_MAX_CHARS = 200  # under Commands a run is known by its start and end; a long `--reason="…"` is in the history
 IDS_PER_RUN = 1  # the latest run of a command or tally: `around` it finds the earlier ones
 # Dense rendering (issue 22): where the normal rendering does not fit whole, the same facts
@@ -256,7 +255,7 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
     if unresolved:
         subs = []
         for e in unresolved:
-            src = f" — {t['from']} {code(cut_middle(one_line(e.command), ERROR_COMMAND_MAX_CHARS))}" if e.command else ""
+            src = f" — {t['from']} {code(cut_middle(one_line(e.command), CITED_COMMAND_MAX_CHARS))}" if e.command else ""
             if dense:
                 src = _once(named, e.command, src)
             tries = f"{e.attempts} {t['attempts']}" if e.attempts > 1 else ""
@@ -270,7 +269,7 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
         subs = []
         fixes: set[str] = set()  # dense: a run that fixed several errors is named at the first only
         for e in resolved:
-            by = (f" {code(cut_middle(one_line(e.resolved_by_command), ERROR_COMMAND_MAX_CHARS))}"
+            by = (f" {code(cut_middle(one_line(e.resolved_by_command), CITED_COMMAND_MAX_CHARS))}"
                   if e.resolved_by_command else "")
             if dense:
                 by = _once(fixes, e.resolved_by_command, by)
