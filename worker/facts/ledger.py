@@ -27,7 +27,10 @@ from .text import CUT_MARKER, code, cut_middle
 MAX_FILES = 200  # carried, not shown: the checkpoint ranks what fits; five chained compactions must not evict a file (issue 22)
 MAX_UNRESOLVED_ERRORS = 24  # open errors are the work itself: keep many
 MAX_RESOLVED_ERRORS = 100  # fixed errors are history; the checkpoint's ranked budget shows the newest that fit
-MAX_COMMANDS = 200  # the run history the checkpoint ranks; past it the oldest look-only runs go first
+# The run history the checkpoint ranks; past it the oldest look-only runs go first. Carried, not
+# shown: the longest real session (codex-cli-agentv, 506 messages) ran 225 distinct commands, and
+# five chained compactions of it at 200 evicted 22 the first checkpoint knew (issue 22).
+MAX_COMMANDS = 400
 MAX_TALLIES = 10  # only the latest test results matter for the state of the work
 MAX_COMMITS = 50  # the commits of a long session; the checkpoint shows the newest that fit
 MAX_BRANCHES = 5  # the current branch plus a few it came from
