@@ -2,12 +2,22 @@
 same facts without repeats: no message id on a fact that is its own search key (a path, a
 command, an error line), each command once with its latest outcome
 (exit 0 said once, in the heading),
-an error's command named once, column padding collapsed, paths grouped by their directory."""
+an error's command named once, column padding collapsed, paths grouped by their directory, and a
+work item whose request is quoted under Constraints & Preferences named by its id only."""
 
 from __future__ import annotations
 
-from worker.facts.ledger import CommandFact, ErrorFact, FileFact, Ledger
-from worker.pipeline.checkpoint import fit_dense, grouped_paths, ledger_sections, render_summary
+from worker.facts.ledger import CommandFact, ErrorFact, FileFact, Ledger, UserInstruction
+from worker.facts.workstate import WorkItem, WorkState
+from worker.pipeline.checkpoint import (
+    Section,
+    fit_dense,
+    grouped_paths,
+    ledger_sections,
+    progress_section,
+    render_summary,
+    said_once,
+)
 
 
 def count(text: str) -> int:
@@ -54,3 +64,25 @@ def test_the_dense_rendering_only_where_the_normal_one_does_not_fit_whole() -> N
     assert roomy == render_summary(normal, "en")
     _, tight, n = fit_dense(normal, "en", whole - 20, count, dense=dense)
     assert n <= whole - 20 and "- `apps/web/src/`" in tight and "`hooks/useAuth.ts`" in tight
+
+
+REQUEST = "Rename the Intent section to Policy in the report page, and keep the old anchor working"
+
+
+def test_a_request_quoted_under_constraints_is_named_by_its_id_in_progress() -> None:
+    facts = ledger()
+    facts.user_instructions = [UserInstruction("m10", REQUEST)]
+    state = WorkState(done=[WorkItem(REQUEST, ["commit `e2c15e5` `rename Intent to Policy` (m12)"], "m10")],
+                      in_progress=[WorkItem("Add a changelog entry", ["no verification or commit after the request"],
+                                            "m13")])
+    normal = {**ledger_sections(facts, "en"), "Progress": progress_section(state, "en")}
+    dense = {**normal, **ledger_sections(facts, "en", dense=True)}
+    assert render_summary(normal, "en").count(REQUEST) == 2  # a roomy checkpoint says it in both places
+    whole = count(render_summary(normal, "en"))
+    _, tight, n = fit_dense(normal, "en", whole - 20, count, dense=dense)
+    assert n <= whole - 20 and tight.count(REQUEST) == 1  # quoted once, as typed
+    assert "- m10 — evidence: commit `e2c15e5` `rename Intent to Policy` (m12)" in tight
+    assert "- Add a changelog entry (m13) — evidence:" in tight  # not quoted above: the item says it
+    # Where the fit left the quote out, the item names the request again.
+    unquoted = said_once({**dense, "Constraints & Preferences": Section()})["Progress"].body()
+    assert f"- {REQUEST} (m10) — evidence:" in unquoted

@@ -170,6 +170,15 @@ class Bullet:
 
 
 @dataclass
+class WorkItemBullet(Bullet):
+    """A Progress item, `request (id) — evidence: …`, in its parts: said_once shortens a tight one."""
+
+    request: str = ""
+    names: str | None = None  # the (cited) id of the user message that asked for it
+    evidence: str = ""  # `evidence: …`, labelled
+
+
+@dataclass
 class Block:
     """A list under an optional `### heading`; `empty` is the line shown when it has no bullets."""
 
@@ -349,9 +358,11 @@ def progress_section(state: WorkState, lang: str = "en", cite: dict[str, str] | 
     cite = cite or {}
 
     def item(key: str, i: WorkItem) -> Bullet:
-        where = f" ({cite.get(i.message_id, i.message_id)})" if key != "blocked" and i.message_id else ""
-        return Bullet(f"{i.text}{where} — {t['evidence']}: {'; '.join(i.evidence)}",
-                      rank=RANK_DONE if key == "done" else RANK_OPEN_WORK)
+        mid = cite.get(i.message_id, i.message_id) if key != "blocked" and i.message_id else None
+        evidence = f"{t['evidence']}: {'; '.join(i.evidence)}"
+        return WorkItemBullet(f"{i.text}{f' ({mid})' if mid else ''} — {evidence}",
+                              rank=RANK_DONE if key == "done" else RANK_OPEN_WORK, request=i.text, names=mid,
+                              evidence=evidence)
 
     blocks = [Block([item(key, i) for i in getattr(state, key)], heading=t[key], empty=t["none"])
               for key in ("done", "in_progress", "blocked")]
@@ -459,6 +470,25 @@ def grouped_paths(sections: dict[str, Section]) -> dict[str, Section]:
     return {**sections, "Relevant Files": replace(files, blocks=blocks)}
 
 
+def said_once(sections: dict[str, Section]) -> dict[str, Section]:
+    """Progress with each work item whose request is quoted under Constraints & Preferences named
+    by that message's id only: a tight budget says the user's words once (ids once, issue 22).
+    Built from the item's parts, so it can be applied again after a fit dropped a quote."""
+    progress = sections.get("Progress")
+    if progress is None:
+        return sections
+    quoted = {b.text.removesuffix(":") for block in sections.get("Constraints & Preferences", Section()).blocks
+              for b in block.bullets if b.quote}
+
+    def short(b: Bullet) -> Bullet:
+        if not isinstance(b, WorkItemBullet):
+            return b
+        head = b.names if b.names in quoted else f"{b.request}{f' ({b.names})' if b.names else ''}"
+        return replace(b, text=f"{head} — {b.evidence}")
+    blocks = [replace(block, bullets=[short(b) for b in block.bullets]) for block in progress.blocks]
+    return {**sections, "Progress": replace(progress, blocks=blocks)}
+
+
 def fit_dense(sections: dict[str, Section], lang: str, limit: int, count: Callable[[str], int],
               session_id: str = "<session>", *, reference_prefix: bool = True,
               dense: dict[str, Section] | None = None) -> tuple[dict[str, Section], str, int]:
@@ -471,9 +501,11 @@ def fit_dense(sections: dict[str, Section], lang: str, limit: int, count: Callab
         return render_summary(secs, lang, reference_prefix=reference_prefix)
 
     if dense is not None and count(render(sections)) > limit:
-        fitted, text, n = fit_sections(dense, lang, limit, count, session_id, reference_prefix=reference_prefix,
-                                       render=lambda secs: render(grouped_paths(secs)))
-        fitted = grouped_paths(fitted)
+        # The items are costed as said once (as if each quote stays), and said once again after the fit.
+        fitted, text, n = fit_sections(said_once(dense), lang, limit, count, session_id,
+                                       reference_prefix=reference_prefix,
+                                       render=lambda secs: render(grouped_paths(said_once(secs))))
+        fitted = grouped_paths(said_once(fitted))
     else:
         fitted, text, n = fit_sections(sections, lang, limit, count, session_id, reference_prefix=reference_prefix)
     if n <= limit:
