@@ -397,6 +397,9 @@ def aggregate(cases: list[dict[str, Any]]) -> dict[str, Any]:
     out = {key: {**pool(row["scores"]), "transcripts": len(row["scores"]) - len(row["refused"]),
                  "facts_per_1k": density(row["dense"], row["tokens"]), "tokens": sum(row["tokens"]),
                  "refused": len(row["refused"]),
+                 # The issue's own measure ("where a checkpoint was produced", refusals counted apart):
+                 # the same facts without the refused transcripts' (above, each refusal keeps none).
+                 "where_produced": pool(row["dense"]),
                  "refusals": row["refused"], "failed": row["failed"], "before_agent_summary": pool(row["before"]) if row["before"] else None,
                  **({"invented": row["invented"], "pending_called_done": row["pending_called_done"]}
                     if key.startswith("compactd") else {})}

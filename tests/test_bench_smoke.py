@@ -144,8 +144,12 @@ def _check_real(real: dict[str, Any]) -> None:
     for r in case["runs"]:
         key = f"compactd{'' if r['mode'] == 'model' else '-no-model'}@{r['context_limit']}"
         assert agg[key]["refused"] == (1 if r["refused"] else 0)
+        produced = agg[key]["where_produced"]  # the issue's own measure: refusals apart
         if not r["refused"]:
             assert agg[key]["kept"] == r["score"]["kept"] and agg[key]["total"] == len(facts)
+            assert produced["kept"] == r["score"]["kept"] and produced["total"] == len(facts)
+        else:
+            assert produced["total"] == 0 and agg[key]["total"] == len(facts)  # a refusal: every fact a miss
 
 
 # --- the real set's scorer and inputs, no model --------------------------------------------
