@@ -270,6 +270,9 @@ def test_only_looks_tells_reads_from_changes():
     for cmd in ("bd update spotter-fum.1 --status in_progress", "npm install highlight.js 2>&1 | tail -5",
                 "cp a.json b.json", "sed -i s/a/b/ f.py", "echo x > notes.txt", "git push", "mix credo 2>&1"):
         assert not only_looks(cmd), cmd
+    # A line continuation (bash(1), QUOTING) goes on with the same command: its next line is not a program.
+    assert only_looks("ls -la \\\n  src/") and only_looks("git diff \\\n  --stat")
+    assert not only_looks("ls \\\n  src/ && npm install")
 
 
 SMALL_BOUND = 60  # below the spotter session's run count, so the eviction order shows

@@ -164,6 +164,7 @@ def mask_quotes(text: str) -> str:
 
 
 def _unquoted_newlines_to_semicolons(text: str) -> str:
+    text = text.replace("\\\n", " ")  # a line continuation (bash(1), QUOTING): one command goes on
     masked = mask_quotes(text)
     return "".join(";" if ch == "\n" and m == "\n" else ch for ch, m in zip(text, masked, strict=True))
 
