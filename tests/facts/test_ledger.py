@@ -257,6 +257,24 @@ def test_commits_and_branches():
     assert "`3bb8701` `Fix rounding`" in md and "`fix-rounding` (current)" in md
 
 
+def test_a_commit_git_made_passed_whatever_its_hook_logged():
+    """cc-contextevaluator (tune half): the pre-commit hook ran the test suite, whose logs print
+    `error: Database connection failed` under `1274 pass`, and git then printed `[main 37016ac] …`:
+    the commit exists (git-commit(1)), so the run passed and those lines are no error. A hook that
+    failed stops the commit before git prints that line."""
+    hook_log = ("[EvaluationRoutes] Error in POST /api/evaluate:\nerror: Database connection failed\n"
+                "      at <anonymous> (src/api/routes/evaluation.test.ts:315:25)\n\n 1274 pass\n 0 fail\n")
+    b = Builder()
+    b.bash('git commit -m "Fix tree view"', hook_log + "error: script \"test\" exited with code 1\nExit code 1", True)
+    b.bash('git commit -m "Fix tree view"', hook_log + "[main 37016ac] Fix tree view\n 6 files changed")
+    b.bash('git commit -m "Tidy" && git push', "[main 4d5e6f7] Tidy\n 1 file changed\n"
+           "error: failed to push some refs to 'origin'\nExit code 1", True)
+    ledger = extract_ledger(b.messages)
+    assert [c.sha for c in ledger.commits] == ["37016ac", "4d5e6f7"]  # the push failed; the commit was made
+    assert all(e.resolved for e in ledger.errors if "Database" in e.text)  # the passing re-run resolved it
+    assert [e.text for e in ledger.unresolved_errors()] == ["error: failed to push some refs to 'origin'"]
+
+
 def test_run_key_drops_output_filters():
     assert run_key('cd pkg && npm run check 2>&1 | grep "error TS" | wc -l') == "cd pkg && npm run check"
     assert run_key("cd /repo && mix test 2>&1", ["/repo"]) == "mix test"

@@ -164,6 +164,13 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
         _set_errors(action, error_findings(output))
     action.tallies = find_tallies(output) if not file_tool else []
     action.test_ids = failing_test_ids(output) if not file_tool else []
+    # git prints `[branch sha] subject` once the commit exists (git-commit(1)); a pre-commit hook
+    # that fails stops it before. What such a hook printed on the way (a test suite's logged
+    # `error: …` lines under `1274 pass`) did not fail the run.
+    created = (list(COMMIT_OUTPUT_RE.finditer(output))
+               if action.command and GIT_COMMIT_CMD_RE.search(action.command) else [])
+    if created and action.exit_code is None and not is_error:
+        action.errors, action.error_at = [], {}
     failed = (
         is_error
         or (action.exit_code is not None and action.exit_code != 0)
@@ -195,9 +202,9 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
         m = SWE_FILE_HEADER_RE.search(output)
         if m:
             action.files = [(normalize_path(m.group(1), cwds), "read" if lname in READ_TOOLS else "modified")]
+    # A commit git made is a fact even where a later link of the command failed (`&& git push`).
+    action.commits += [(m.group(2), m.group(3).strip(), m.group(1)) for m in created]
     if action.command and GIT_COMMIT_CMD_RE.search(action.command) and not failed:
-        for m in COMMIT_OUTPUT_RE.finditer(output):
-            action.commits.append((m.group(2), m.group(3).strip(), m.group(1)))
         if not action.commits:
             subject = commit_subject(action.command)
             if subject:
