@@ -86,3 +86,18 @@ def test_a_request_quoted_under_constraints_is_named_by_its_id_in_progress() -> 
     # Where the fit left the quote out, the item names the request again.
     unquoted = said_once({**dense, "Constraints & Preferences": Section()})["Progress"].body()
     assert f"- {REQUEST} (m10) — evidence:" in unquoted
+
+
+def test_a_fixed_error_keeps_where_it_failed() -> None:
+    """The location a convention names (rustc's `-->`, the first project frame) is part of the
+    error, fixed or not: it is the place the fix went to."""
+    facts = ledger()
+    facts.errors.append(ErrorFact("AssertionError [ERR_ASSERTION]: Expected values to be strictly equal:", ["m10"],
+                                  "pnpm test", attempts=1, resolved=True, resolved_by="m11",
+                                  resolved_by_command="pnpm test",
+                                  at="at Object.runReviewCommandTests (src/commands/review/review.test.js:751:20)"))
+    for dense in (False, True):
+        body = ledger_sections(facts, "en", dense=dense)["Critical Context"].body()
+        assert ("`AssertionError [ERR_ASSERTION]: Expected values to be strictly equal:` "
+                "`at Object.runReviewCommandTests (src/commands/review/review.test.js:751:20)` — resolved by") in body
+

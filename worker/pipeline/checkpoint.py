@@ -257,7 +257,7 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
         return code(ALIGNMENT_PAD_RE.sub("  ", text) if dense else text)
     named: set[str] = set()  # dense: commands an error already named
 
-    def at(e: ErrorFact) -> str:  # where an open error happened, verbatim: `--> src/main.rs:4:20`, a project frame
+    def at(e: ErrorFact) -> str:  # where an error happened, verbatim: `--> src/main.rs:4:20`, a project frame
         return f" {code(e.at)}" if e.at else ""
     critical: list[Bullet] = []
     unresolved, resolved = ledger.unresolved_errors(), ledger.resolved_errors()
@@ -283,7 +283,8 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
             if dense:
                 by = _once(fixes, e.resolved_by_command, by)
             fix = f"{by}{where([e.resolved_by])}"  # dense: the heading says it was fixed; the fix's id is left out
-            subs.append(f"{err(e.text)} — {t['resolved_by']}{fix}" if fix else err(e.text))
+            # Where it failed, as for an open error: the frame a fix went to (tune, no model: 16k +1, 32k +1).
+            subs.append(f"{err(e.text)}{at(e)} — {t['resolved_by']}{fix}" if fix else f"{err(e.text)}{at(e)}")
         critical.append(Bullet(f"{t['resolved']}:", subs=subs, rank=RANK_RESOLVED, group=True))
     if ledger.tallies:
         n = len(ledger.tallies)
