@@ -409,10 +409,12 @@ def test_a_cancelled_parallel_call_is_no_error_and_no_outcome():
 
 def test_escaped_output_is_read_as_the_lines_it_encodes():
     # codex-desktop-entiresem_019f8eab (tune half; entireio/entire-sem, MIT), lines 73, 267, 667.
-    # Codex's own failure report quotes the error with Rust's {:?}: the rejection is its first line.
+    # Codex's own failure report quotes the error with Rust's {:?}: the rejection is its first line,
+    # and the API error object it quotes says why (its `"message"` under `"error": {`).
     assert error_lines(read("codex_exec_rejected.txt")) == [
         "exec_command failed for `/bin/zsh -lc 'entire login'`: CreateProcess { message: \"Rejected(\"This action was "
-        "rejected due to unacceptable risk."]
+        "rejected due to unacceptable risk.",
+        "This model is not supported when using X-OpenAI-Internal-Codex-Responses-Lite."]
     # A code-mode cell returning `JSON.stringify(r)`: the exit code and the tool's lines are inside.
     out = read("codex_code_mode_json.txt")
     assert exit_code_of(out) == 1

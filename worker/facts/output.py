@@ -315,6 +315,22 @@ def _under_caused_by(lines: Lines, i: int) -> bool:
     return False
 
 
+# An HTTP API's JSON error object pretty-printed (a CLI quoting the body it got): the message says
+# what went wrong.
+API_ERROR_OPEN_RE = re.compile(r'^"error"\s*:\s*\{$')
+API_ERROR_LOOKBACK = 4  # the object's few keys (type, code, param) come before or after its message
+
+
+def _in_api_error(lines: Lines, i: int) -> bool:
+    """Is this pretty-printed `"message": "…"` line a key of an `"error": {` object?"""
+    for _raw, line in reversed(lines[max(0, i - API_ERROR_LOOKBACK):i]):
+        if API_ERROR_OPEN_RE.match(line):
+            return True
+        if line.startswith(("}", "{")) or line.endswith(("{", "[")):
+            return False
+    return False
+
+
 def _go_test_failed(lines: Lines, i: int) -> bool:
     """Is this `x_test.go:N:` line a failing test's message? A passing or skipped test's t.Log
     prints the same format; go test prints it before the verdict (-v) or after it."""
@@ -524,6 +540,10 @@ CONVENTIONS: tuple[Convention, ...] = (
                "`command not found`, SIGSEGV's psignal text"),
     Convention("node resolution", _rx(r"\bCannot find module\b|\bModule not found\b"),
                "node's MODULE_NOT_FOUND `Cannot find module 'x'`, webpack's `Module not found:`"),
+    Convention("api error message", _rx(r'^"message"\s*:\s*"((?:[^"\\]|\\.)+)",?$'),
+               "an HTTP API's JSON error object, pretty-printed: OpenAI's `{\"error\": {\"message\": …}}` (API "
+               "reference, Error codes), Anthropic's `{\"type\": \"error\", \"error\": {\"type\", \"message\"}}` "
+               "(API, Errors): its `\"message\"` key under `\"error\": {`", when=_in_api_error),
     Convention("auth", _rx(r"^(?:(?:Invalid|Missing|Expired|Revoked) (?:API key|access token|credentials)|Not logged in"
                            r"|You are not logged in(?:to)?)\b"),
                "MCP tools' and API CLIs' auth refusals (`Invalid API key. …`), a CLI's `Not logged in. Run 'x login' …` "
