@@ -83,6 +83,9 @@ def test_a_request_quoted_under_constraints_is_named_by_its_id_in_progress() -> 
     assert n <= whole - 20 and tight.count(REQUEST) == 1  # quoted once, as typed
     assert "- m10 — evidence: commit `e2c15e5` `rename Intent to Policy` (m12)" in tight
     assert "- Add a changelog entry (m13) — evidence:" in tight  # not quoted above: the item says it
+    # A reader that cannot look ids up (cite_ids False: they are stripped) gets the request itself.
+    _, plain, _ = fit_dense(normal, "en", whole - 20, count, dense=dense, cite_ids=False)
+    assert "- m10 — evidence:" not in plain and f"- {REQUEST} (m10) — evidence:" in plain
     # Where the fit left the quote out, the item names the request again.
     unquoted = said_once({**dense, "Constraints & Preferences": Section()})["Progress"].body()
     assert f"- {REQUEST} (m10) — evidence:" in unquoted

@@ -307,7 +307,8 @@ def _plan(session: Session, working: Session, head_start: int, previous: Checkpo
 
 def _fit(sections: dict[str, Section], lang: str, split: _Split, plan: _Plan, counter: TokenCounter,
          budget: Budget, session_id: str, reference_prefix: bool,
-         dense: dict[str, Section] | None = None) -> tuple[dict[str, Section], str, int, list[dict], int]:
+         dense: dict[str, Section] | None = None, cite_ids: bool = True,
+         ) -> tuple[dict[str, Section], str, int, list[dict], int]:
     """The summary fitted so the whole checkpoint, counted exactly, is within the plan's cap:
     the summary's limit lowered by what the template's markup added, rendered more densely
     (`dense`, the facts without repeats, where the normal rendering does not fit whole; then
@@ -319,7 +320,7 @@ def _fit(sections: dict[str, Section], lang: str, split: _Split, plan: _Plan, co
     after = summary_tokens = 0
     for _ in range(FIT_ROUNDS):
         fitted, text, summary_tokens = fit_dense(sections, lang, limit, counter.text, session_id,
-                                                 reference_prefix=reference_prefix, dense=dense)
+                                                 reference_prefix=reference_prefix, dense=dense, cite_ids=cite_ids)
         messages = system + [{"role": "user", "content": text}] + tail
         after = counter.messages(messages)
         if after <= plan.cap:
@@ -479,7 +480,8 @@ def compact(
     sections, summary_text, summary_tokens, checkpoint_messages, after = _fit(
         {**facts.sections, **narrative}, facts.lang, split, plan, counter,
         budget, session.id, config.reference_prefix,
-        dense={**facts.dense, **_narrative_sections(_dense_goal(story.narrative, facts.ledger), facts.lang)})
+        dense={**facts.dense, **_narrative_sections(_dense_goal(story.narrative, facts.ledger), facts.lang)},
+        cite_ids=config.cite_ids)
     if not config.cite_ids:
         # The record keeps its ids (the page links facts to messages); the agent's text has none.
         ids = id_forms([m.id for m in session.messages])

@@ -492,21 +492,25 @@ def said_once(sections: dict[str, Section]) -> dict[str, Section]:
 
 def fit_dense(sections: dict[str, Section], lang: str, limit: int, count: Callable[[str], int],
               session_id: str = "<session>", *, reference_prefix: bool = True,
-              dense: dict[str, Section] | None = None) -> tuple[dict[str, Section], str, int]:
+              dense: dict[str, Section] | None = None, cite_ids: bool = True) -> tuple[dict[str, Section], str, int]:
     """fit_sections, then, when it cannot get under `limit` (the narrative sections are never
     shrunk there), a denser render: every list shrunk by position, the narrative's too, then the
     goal (with the agent's summary quoted in it) cut in the middle, then the whole text.
     `dense`: the same sections rendered without repeats (ledger_sections(dense=True)), fitted
-    instead, paths grouped, whenever the normal rendering does not fit whole."""
+    instead, paths grouped, whenever the normal rendering does not fit whole, and each work item
+    said_once where the reader can look message ids up (`cite_ids`; without, the ids are stripped)."""
     def render(secs: dict[str, Section]) -> str:
         return render_summary(secs, lang, reference_prefix=reference_prefix)
 
+    def once(secs: dict[str, Section]) -> dict[str, Section]:
+        return said_once(secs) if cite_ids else secs
+
     if dense is not None and count(render(sections)) > limit:
         # The items are costed as said once (as if each quote stays), and said once again after the fit.
-        fitted, text, n = fit_sections(said_once(dense), lang, limit, count, session_id,
+        fitted, text, n = fit_sections(once(dense), lang, limit, count, session_id,
                                        reference_prefix=reference_prefix,
-                                       render=lambda secs: render(grouped_paths(said_once(secs))))
-        fitted = grouped_paths(said_once(fitted))
+                                       render=lambda secs: render(grouped_paths(once(secs))))
+        fitted = grouped_paths(once(fitted))
     else:
         fitted, text, n = fit_sections(sections, lang, limit, count, session_id, reference_prefix=reference_prefix)
     if n <= limit:
