@@ -269,8 +269,9 @@ def test_a_commit_git_made_passed_whatever_its_hook_logged():
     b.bash('git commit -m "Fix tree view"', hook_log + "[main 37016ac] Fix tree view\n 6 files changed")
     b.bash('git commit -m "Tidy" && git push', "[main 4d5e6f7] Tidy\n 1 file changed\n"
            "error: failed to push some refs to 'origin'\nExit code 1", True)
+    b.bash('git commit -m "Docs"', "Exit code: 0\nOutput:\n" + hook_log + "[main 8a9b0c1] Docs\n 1 file changed")  # Codex
     ledger = extract_ledger(b.messages)
-    assert [c.sha for c in ledger.commits] == ["37016ac", "4d5e6f7"]  # the push failed; the commit was made
+    assert [c.sha for c in ledger.commits] == ["37016ac", "4d5e6f7", "8a9b0c1"]  # the push failed; the commit was made
     assert all(e.resolved for e in ledger.errors if "Database" in e.text)  # the passing re-run resolved it
     assert [e.text for e in ledger.unresolved_errors()] == ["error: failed to push some refs to 'origin'"]
 

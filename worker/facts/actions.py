@@ -169,7 +169,7 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
     # `error: …` lines under `1274 pass`) did not fail the run.
     created = (list(COMMIT_OUTPUT_RE.finditer(output))
                if action.command and GIT_COMMIT_CMD_RE.search(action.command) else [])
-    if created and action.exit_code is None and not is_error:
+    if created and action.exit_code in (None, 0) and not is_error:
         action.errors, action.error_at = [], {}
     failed = (
         is_error
