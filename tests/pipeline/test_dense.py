@@ -86,6 +86,11 @@ def test_a_request_quoted_under_constraints_is_named_by_its_id_in_progress() -> 
     # A reader that cannot look ids up (cite_ids False: they are stripped) gets the request itself.
     _, plain, _ = fit_dense(normal, "en", whole - 20, count, dense=dense, cite_ids=False)
     assert "- m10 — evidence:" not in plain and f"- {REQUEST} (m10) — evidence:" in plain
+    # The repository's open work goes with the open requests.
+    state.uncommitted = ["src/report.py", "docs/policy.md"]
+    body = progress_section(state, "en").body()
+    assert "- Changed after the last commit, not committed: `src/report.py`, `docs/policy.md`" in body
+    assert body.index("not committed") < body.index("### Blocked")
     # Where the fit left the quote out, the item names the request again.
     unquoted = said_once({**dense, "Constraints & Preferences": Section()})["Progress"].body()
     assert f"- {REQUEST} (m10) — evidence:" in unquoted

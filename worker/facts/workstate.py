@@ -64,6 +64,9 @@ class WorkState:
     changed_since_green: list[str] = field(default_factory=list)  # paths edited after the last green run
     last_green: str | None = None  # evidence line of the last passing verification run
     reports: list[WorkItem] = field(default_factory=list)  # the agent's turn-end messages, newest first
+    # Paths changed after the session's last commit, where it commits (a commit after an edit may
+    # not take it, but one before it cannot have): work still to commit.
+    uncommitted: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -74,7 +77,8 @@ class WorkState:
             return [WorkItem(**i) for i in data.get(key) or []]
 
         return cls(items("done"), items("in_progress"), items("blocked"), items("unverified"),
-                   list(data.get("changed_since_green") or []), data.get("last_green"), items("reports"))
+                   list(data.get("changed_since_green") or []), data.get("last_green"), items("reports"),
+                   list(data.get("uncommitted") or []))
 
 
 def request_text(text: str) -> str:
@@ -221,6 +225,11 @@ def derive_work_state(messages: list[Message], ledger: Ledger, *, cwd: str | Non
         if a.pos > last_green_pos and _is_edit(a, scratch):
             changed += [p for p, _ in a.changes if p not in changed]
     state.changed_since_green = changed
+    if commits_work or ledger.commits:  # a commit before this window (a carried ledger) is before every edit in it
+        last_commit = max((a.pos for a in actions if a.commits), default=-1)
+        for a in actions:
+            if a.pos > last_commit and _is_edit(a, scratch):
+                state.uncommitted += [p for p, _ in a.changes if p not in state.uncommitted and p not in scratch]
 
     state.reports = turn_reports(messages)
     state.done = state.done[::-1][:MAX_DONE]

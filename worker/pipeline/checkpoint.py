@@ -78,6 +78,7 @@ FACT_LABELS = {
         "read": "read", "created": "created", "modified": "modified", "deleted": "deleted",
         "omitted": "{n} older user message(s) omitted", "more": "{n} more",
         "done": "Done", "in_progress": "In Progress", "blocked": "Blocked", "evidence": "evidence",
+        "uncommitted": "Changed after the last commit, not committed",
         "reports": "Reported by the agent at its turns' ends (newest first)",
         "agent_summary": "The agent's own summary of the earlier turns ({id}), carried as written:",
         "user": "User",  # a constraint's label for a reader who cannot look message ids up
@@ -91,6 +92,7 @@ FACT_LABELS = {
         "read": "已读取", "created": "已创建", "modified": "已修改", "deleted": "已删除",
         "omitted": "省略了 {n} 条较早的用户消息", "more": "另有 {n} 条",
         "done": "已完成", "in_progress": "进行中", "blocked": "受阻", "evidence": "证据",
+        "uncommitted": "最后一次提交之后的改动，尚未提交",
         "reports": "智能体在各轮结束时的报告（最新在前）",
         "agent_summary": "智能体自己对较早轮次的摘要（{id}），原样保留：",
         "user": "用户",
@@ -125,6 +127,7 @@ LEFT_OUT = {
 }
 LISTED_COMMAND_MAX_CHARS = 200  # under Commands a run is known by its start and end; a long `--reason="…"` is in the history
 IDS_PER_RUN = 1  # the latest run of a command or tally: `around` it finds the earlier ones
+UNCOMMITTED_SHOWN = 10  # the uncommitted paths named; Relevant Files has each of them
 # Dense rendering (issue 22): where the normal rendering does not fit whole, the same facts
 # without repeats: no message id on a fact that is its own search key (a path, a command, an
 # error line: `history/search` finds each; tune, no model: 8k 342 -> 361, 16k 595 -> 606), each
@@ -367,6 +370,12 @@ def progress_section(state: WorkState, lang: str = "en", cite: dict[str, str] | 
 
     blocks = [Block([item(key, i) for i in getattr(state, key)], heading=t[key], empty=t["none"])
               for key in ("done", "in_progress", "blocked")]
+    if state.uncommitted:  # the repository's open work: what no commit has taken yet
+        paths = [code(p) for p in state.uncommitted[:UNCOMMITTED_SHOWN]]
+        more = len(state.uncommitted) - len(paths)
+        blocks[1].bullets.append(Bullet(f"{t['uncommitted']}: {', '.join(paths)}"
+                                        + (f", {MORE_NOT_SHOWN.format(n=more)}" if more > 0 else ""),
+                                        rank=RANK_OPEN_WORK))
     if state.reports:  # the agent's own words at its turns' ends, where the facts leave room (tune: 16k +3, 32k +4, 8k -3)
         blocks.append(Block([Bullet(f"{cite.get(r.message_id, r.message_id)}:", quote=r.text.splitlines(),
                                     rank=RANK_DETAIL, spare=True) for r in state.reports], heading=t["reports"]))
