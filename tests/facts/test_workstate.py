@@ -202,24 +202,17 @@ def test_documentation_edit_no_commit_took_is_open_where_the_session_commits_its
     assert [i.text for i in state.done] == ["fix the off-by-one in src/pager.py"]
     item = next(i for i in state.in_progress if i.text == "document the pager in README.md")
     assert item.evidence[0].startswith("last edit `README.md` (") and item.evidence[0].endswith("no passing run or commit after it")
+    # What changed after the last commit is the repository's open work, until a commit takes it.
+    assert state.uncommitted == ["README.md"]
+    b.bash("git commit -am docs", "[main 5d6e7f8] docs\n 1 file changed")
+    assert state_of(b.messages).uncommitted == []
 
 
-def test_what_changed_after_the_last_commit_is_not_committed():
+def test_a_session_that_never_commits_lists_nothing_as_uncommitted():
     b = Builder()
     b.user("fix the pager")
     b.edit("src/pager.py")
-    b.bash('git commit -am "pager: last page"', "[main 1a2b3c4] pager: last page\n 1 file changed")
-    b.user("now the scroller, and note it in the README")
-    b.edit("src/scroller.py")
-    b.edit("README.md")
-    assert state_of(b.messages).uncommitted == ["src/scroller.py", "README.md"]
-    b.bash("git commit -am scroller", "[main 5d6e7f8] scroller\n 2 files changed")
-    assert state_of(b.messages).uncommitted == []
-    # A session that never commits says nothing about commits.
-    c = Builder()
-    c.user("fix the pager")
-    c.edit("src/pager.py")
-    assert state_of(c.messages).uncommitted == []
+    assert state_of(b.messages).uncommitted == [] and state_of(b.messages).in_progress
 
 
 def test_chit_chat_is_not_a_request():

@@ -167,8 +167,8 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
     # git prints `[branch sha] subject` once the commit exists (git-commit(1)); a pre-commit hook
     # that fails stops it before. What such a hook printed on the way (a test suite's logged
     # `error: …` lines under `1274 pass`) did not fail the run.
-    created = (list(COMMIT_OUTPUT_RE.finditer(output))
-               if action.command and GIT_COMMIT_CMD_RE.search(action.command) else [])
+    is_commit = bool(action.command and GIT_COMMIT_CMD_RE.search(action.command))
+    created = list(COMMIT_OUTPUT_RE.finditer(output)) if is_commit else []
     if created and action.exit_code in (None, 0) and not is_error:
         action.errors, action.error_at = [], {}
     failed = (
@@ -204,11 +204,10 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
             action.files = [(normalize_path(m.group(1), cwds), "read" if lname in READ_TOOLS else "modified")]
     # A commit git made is a fact even where a later link of the command failed (`&& git push`).
     action.commits += [(m.group(2), m.group(3).strip(), m.group(1)) for m in created]
-    if action.command and GIT_COMMIT_CMD_RE.search(action.command) and not failed:
-        if not action.commits:
-            subject = commit_subject(action.command)
-            if subject:
-                action.commits.append((None, subject, None))
+    if is_commit and not failed and not action.commits:
+        subject = commit_subject(action.command)
+        if subject:
+            action.commits.append((None, subject, None))
     if action.command:
         action.branches += [a or b for a, b in BRANCH_OUTPUT_RE.findall(output)]
         action.branches += [sha_branch for _, _, sha_branch in action.commits if sha_branch]

@@ -143,6 +143,15 @@ def _find_evidence(actions: list[Action], turn_start: int, start: int, files: se
     return None
 
 
+def _changed_after(actions: list[Action], pos: int, scratch: set[str]) -> list[str]:
+    """The paths the edits after message `pos` changed, each once, in the order first changed."""
+    changed: list[str] = []
+    for a in actions:
+        if a.pos > pos and _is_edit(a, scratch):
+            changed += [p for p, _ in a.changes if p not in changed]
+    return changed
+
+
 def _docs_applied(edits: list[Action]) -> bool:
     """Every change is to documentation and every edit was applied (its result is not an error)."""
     return all(a.has_result and a.status != "failed" and all(DOC_FILE_RE.search(p) for p, _ in a.changes)
@@ -220,16 +229,10 @@ def derive_work_state(messages: list[Message], ledger: Ledger, *, cwd: str | Non
     last_green_pos = greens[-1].pos if greens else -1
     if greens:
         state.last_green = _evidence_line(greens[-1], cite)
-    changed: list[str] = []
-    for a in actions:
-        if a.pos > last_green_pos and _is_edit(a, scratch):
-            changed += [p for p, _ in a.changes if p not in changed]
-    state.changed_since_green = changed
-    if commits_work or ledger.commits:  # a commit before this window (a carried ledger) is before every edit in it
+    state.changed_since_green = _changed_after(actions, last_green_pos, scratch)
+    if ledger.commits:  # this window's and any a carried ledger holds (made before every edit in it)
         last_commit = max((a.pos for a in actions if a.commits), default=-1)
-        for a in actions:
-            if a.pos > last_commit and _is_edit(a, scratch):
-                state.uncommitted += [p for p, _ in a.changes if p not in state.uncommitted and p not in scratch]
+        state.uncommitted = [p for p in _changed_after(actions, last_commit, scratch) if p not in scratch]
 
     state.reports = turn_reports(messages)
     state.done = state.done[::-1][:MAX_DONE]

@@ -180,6 +180,11 @@ class WorkItemBullet(Bullet):
     names: str | None = None  # the (cited) id of the user message that asked for it
     evidence: str = ""  # `evidence: …`, labelled
 
+    def worded(self, quoted: bool = False) -> str:
+        """Its text; `quoted`: the request is quoted above, so its id names it."""
+        head = self.names if quoted and self.names else f"{self.request}{f' ({self.names})' if self.names else ''}"
+        return f"{head} — {self.evidence}"
+
 
 @dataclass
 class Block:
@@ -363,10 +368,9 @@ def progress_section(state: WorkState, lang: str = "en", cite: dict[str, str] | 
 
     def item(key: str, i: WorkItem) -> Bullet:
         mid = cite.get(i.message_id, i.message_id) if key != "blocked" and i.message_id else None
-        evidence = f"{t['evidence']}: {'; '.join(i.evidence)}"
-        return WorkItemBullet(f"{i.text}{f' ({mid})' if mid else ''} — {evidence}",
-                              rank=RANK_DONE if key == "done" else RANK_OPEN_WORK, request=i.text, names=mid,
-                              evidence=evidence)
+        b = WorkItemBullet("", rank=RANK_DONE if key == "done" else RANK_OPEN_WORK, request=i.text, names=mid,
+                           evidence=f"{t['evidence']}: {'; '.join(i.evidence)}")
+        return replace(b, text=b.worded())
 
     blocks = [Block([item(key, i) for i in getattr(state, key)], heading=t[key], empty=t["none"])
               for key in ("done", "in_progress", "blocked")]
@@ -491,10 +495,7 @@ def said_once(sections: dict[str, Section]) -> dict[str, Section]:
               for b in block.bullets if b.quote}
 
     def short(b: Bullet) -> Bullet:
-        if not isinstance(b, WorkItemBullet):
-            return b
-        head = b.names if b.names in quoted else f"{b.request}{f' ({b.names})' if b.names else ''}"
-        return replace(b, text=f"{head} — {b.evidence}")
+        return replace(b, text=b.worded(b.names in quoted)) if isinstance(b, WorkItemBullet) else b
     blocks = [replace(block, bullets=[short(b) for b in block.bullets]) for block in progress.blocks]
     return {**sections, "Progress": replace(progress, blocks=blocks)}
 
