@@ -499,3 +499,13 @@ def test_the_go_commands_own_errors_not_its_progress():
         "v0.7.1-0.20260618151520-ffb3b67940f6.info199073342.tmp: operation not permitted"]
     # pi-authgo_019e44d4 (tune half), line 154: `go: downloading …` is progress (checked above).
     assert not [line for line in error_lines(read("govulncheck_mise_task.txt")) if line.startswith("go: ")]
+
+
+def test_ruff_keeps_each_rule_once_with_its_location():
+    # cc-langlearntts_0742cd3c (tune half; punt-labs/langlearn-tts, MIT), record 49cddfe6: `ruff
+    # check` in its default `full` format, two E501s printed twice; each code line has its `-->`.
+    assert error_findings(read("ruff_check_full.txt")) == [
+        ("E501 Line too long (93 > 88)", "--> tests/conftest.py:150:89"),
+        (LINT_MORE.format(n=2, rule="python lint"), None)]  # the repeat of the first is the same fact
+    # The code frame's lines and `Found 2 errors.` are not errors; a code without a location is prose.
+    assert error_lines("E501 is the line-length rule.\n") == []

@@ -31,10 +31,11 @@ MAX_ERROR_LINES_PER_RESULT = 6  # one failing run can print hundreds; the first 
 # formatter wraps the id onto a later line (textlint's multi-line messages), the message.
 # `rustfmt --check` prints one `Diff in <file>:<line>:` per hunk: its "rule" is the file, since
 # every hunk is the same fix (`cargo fmt`).
-LINT_ROWS = frozenset({"eslint", "biome", "markdownlint", "golangci-lint", "rustfmt"})
+LINT_ROWS = frozenset({"eslint", "biome", "markdownlint", "golangci-lint", "rustfmt", "python lint"})
 MAX_LINT_LINES_PER_RULE = 1  # the same rule's next violation is the same fix in another place
 LINT_MORE = "… {n} more lint errors in this output ({rule})"
 LINT_RULE_RES = (  # tried in order: the first that matches names the rule
+    re.compile(r"^(?:\S+:\d+:\d+: )?([A-Z]{1,4}\d{2,4}) "),  # ruff's / flake8's code starts the message
     re.compile(r"\s{2,}([@\w/-]+)$"),  # stylish: the rule id ends the line
     re.compile(r":\d+:\d+ ((?:lint|assist|parse|format|check)\S*)|^\S+\.\w+ (format)\b"),  # Biome's category
     re.compile(r" (MD\d{3})/"),  # markdownlint's rule number
@@ -293,6 +294,11 @@ def _rustc_location(lines: Lines, i: int) -> str | None:
     return _ahead(lines, i, RUSTC_LOCATION_LOOKAHEAD, lambda raw, _line: RUSTC_LOCATION_RE.match(raw))
 
 
+def _python_lint_located(lines: Lines, i: int) -> bool:
+    """A ruff/flake8 code line with its location: on the line, or ruff's `-->` under it."""
+    return ":" in lines[i][1].split(" ", 1)[0] or _rustc_location(lines, i) is not None
+
+
 def _pytest_crash_location(lines: Lines, i: int) -> str | None:
     return _ahead(lines, i, PYTEST_CRASH_LOOKAHEAD, lambda _raw, line: PYTEST_CRASH_RE.match(line),
                   lambda raw, _line: not raw.startswith("E "))
@@ -412,6 +418,11 @@ CONVENTIONS: tuple[Convention, ...] = (
                "it last (golangci-lint.run/docs/configuration/cli, output.formats.text)"),
     Convention("go build/vet", _rx(r"^\S+\.go:\d+:\d+: \S"),
                "go/scanner ErrorList and go vet `file.go:line:col: msg`"),
+    Convention("python lint", _rx(r"^(?:\S+\.pyi?:\d+:\d+: )?[A-Z]{1,4}\d{2,4} (?:\[\*\] )?\S"),
+               "ruff's default `full` output: `E501 Line too long (93 > 88)` then ` --> path:row:col` and the "
+               "code frame (ruff_db diagnostic/render/full.rs); ruff `--output-format concise`, flake8's and "
+               "pycodestyle's default `path:row:col: CODE message` (flake8 formatting/default.py "
+               "`%(path)s:%(row)d:%(col)d: %(code)s %(text)s`)", at=_rustc_location, when=_python_lint_located),
     Convention("go command", _rx(r"^go: (?!(?:downloading|finding|found|added|upgraded|downgraded|removed|extracting)\s"
                                  r"|creating new go\.mod|warning: |module \S+ is deprecated)\S"),
                "the go command's own errors: `go: msg` (cmd/go/internal/base Fatalf/Errorf, `base.Fatalf(\"go: %v\", "
