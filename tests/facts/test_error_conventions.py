@@ -7,6 +7,7 @@ keeps, and that the noise around it (`--- FAIL: TestX`, `FAIL\tpkg\t0.01s`, `exi
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from worker.facts.output import (
@@ -509,3 +510,49 @@ def test_ruff_keeps_each_rule_once_with_its_location():
         (LINT_MORE.format(n=2, rule="python lint"), None)]  # the repeat of the first is the same fact
     # The code frame's lines and `Found 2 errors.` are not errors; a code without a location is prose.
     assert error_lines("E501 is the line-length rule.\n") == []
+
+
+def go_string(name: str, key: str) -> str:
+    """The message a Go test expects (`wantErrMsg: "…"`): the line the tool prints."""
+    m = re.search(key + r'\s*(?::|:=)?\s*"((?:[^"\\]|\\.)*)"', read(name))
+    assert m, name
+    return m.group(1)
+
+
+def test_curl_keeps_its_exit_message():
+    # curl's own test expectations (tests/data/test24, test749) and a docs page quoting a refused connection.
+    assert error_lines(read("curl_http_error_22.txt")) == ["curl: (22) The requested URL returned error: 404"]
+    assert error_lines(read("curl_connect_tunnel_failed_7.txt")) == ["curl: (7) CONNECT tunnel failed, response 400"]
+    assert error_lines(read("curl_connect_refused_7.txt")) == [
+        "curl: (7) Failed to connect to httpbin.kyma-goat.ga port 443: Connection refused"]
+
+
+def test_postgres_messages_keep_their_position_line():
+    # PostgreSQL's regression output (psql's): two spaces after the severity, `LINE n:` under it.
+    assert error_findings(read("postgres_error_relation_does_not_exist.txt")) == [
+        ('ERROR:  relation "nonesuch" does not exist', "LINE 1: select * from nonesuch;"),
+        ('ERROR:  column "nonesuch" does not exist', "LINE 1: select nonesuch from pg_database;")]
+    # The server's log at start-up (the docs' examples): the FATAL, and the bind failure that caused it.
+    assert error_lines(read("postgres_fatal_address_already_in_use.txt")) == [
+        'LOG:  could not bind IPv4 address "127.0.0.1": Address already in use',
+        "FATAL:  could not create any TCP/IP sockets"]
+    assert error_lines(read("postgres_fatal_no_space_left_on_device.txt")) == [
+        "FATAL:  could not create semaphores: No space left on device"]
+    assert error_lines(read("postgres_fatal_role_does_not_exist_old.txt")) == [
+        'createdb: could not connect to database postgres: FATAL:  role "joe" does not exist']
+    assert error_lines(read("psql_error_connection_refused.txt")) == [
+        'psql: error: connection to server at "server.joe.com" (123.123.123.123), port 5432 failed: Connection refused']
+
+
+def test_github_cli_docker_and_kubectl_api_errors():
+    # gh's and kubectl's own test expectations (the string each prints), docker's docs session.
+    for name, key in (("gh_http_404_not_found.txt", "wantErrMsg"), ("gh_graphql_could_not_resolve.txt", "wantErrMsg"),
+                      ("kubectl_error_from_server_notfound.txt", "expectedErr")):
+        line = go_string(name, key)
+        assert error_lines(line) == [line]
+    assert error_lines(read("docker_error_response_from_daemon.txt")) == [
+        "Error response from daemon: Container mycontainer is paused, unpause the container before exec"]
+    assert error_lines(read("strerror_operation_not_permitted.txt")) == [
+        "fuse: failed to open /dev/fuse: Operation not permitted", "fusermount: mount failed: Operation not permitted"]
+    # The listing around it (`docker ps`, a container's status) and prose naming a status code are not errors.
+    assert error_lines("HTTP 404 is what a missing page returns.\nGraphQL:is a query language\n") == []

@@ -299,6 +299,11 @@ def _python_lint_located(lines: Lines, i: int) -> bool:
     return ":" in lines[i][1].split(" ", 1)[0] or _rustc_location(lines, i) is not None
 
 
+def _postgres_position(lines: Lines, i: int) -> str | None:
+    """libpq's `LINE n: <query line>` right under an error with a position."""
+    return _ahead(lines, i, 1, lambda _raw, line: line.startswith("LINE ") and ": " in line)
+
+
 def _pytest_crash_location(lines: Lines, i: int) -> str | None:
     return _ahead(lines, i, PYTEST_CRASH_LOOKAHEAD, lambda _raw, line: PYTEST_CRASH_RE.match(line),
                   lambda raw, _line: not raw.startswith("E "))
@@ -546,9 +551,36 @@ CONVENTIONS: tuple[Convention, ...] = (
                "git's zh_CN/ja/ko translations of `fatal:`/`error:` (po/*.po), CLIs' `…失败`"),
     Convention("exunit exception", _rx(r"^\*\* \([\w.]+\) \S"), "ExUnit formatter: `** (RuntimeError) msg` (ExUnit.Formatter)"),
     Convention("exunit code", _rx(r"^code:\s+(?:assert|refute)\b"), "ExUnit formatter: the failing assertion's `code:` line"),
-    Convention("os error", _rx(r"No such file or directory|command not found|Permission denied|\bEACCES\b|^ENOENT: |Segmentation fault"),
+    Convention("curl", _rx(r"^curl: \(\d+\) \S"),
+               "curl's exit message `curl: (7) Failed to connect to … port 443: Connection refused`, `curl: (22) The "
+               "requested URL returned error: 404` (src/tool_operate.c post_check_result, `curl: (%d) %s`; the codes "
+               "in docs/cmdline-opts/_EXITCODES.md)"),
+    Convention("postgres", _rx(r"(?:^|: )(?:ERROR|FATAL|PANIC):  \S"),
+               "PostgreSQL's messages as libpq prints them: the severity, a colon and two spaces, `ERROR:  relation \"x\" "
+               "does not exist`, then `LINE 1: …` and a `^` under the error's position (src/interfaces/libpq/"
+               "fe-protocol3.c pqBuildErrorMessage3 `%s:  `, reportErrorPosition); kept with its `LINE n:`",
+               at=_postgres_position),
+    Convention("program error", _rx(r"^[\w.-]+: (?:error|fatal): \S"),
+               "a program naming itself: `psql: error: connection to server … failed: …` (PostgreSQL src/common/"
+               "logging.c pg_log_generic_v, `%s: error: `), Python argparse's `prog: error: msg` "
+               "(ArgumentParser.error)"),
+    Convention("github cli", _rx(r"(?:^|: )(?:HTTP [45]\d\d(?:: \S.*)? \(https?://\S+\)$|GraphQL: \S)"),
+               "gh's API errors: `HTTP 404: Not Found (https://api.github.com/…)` and `GraphQL: msg (path)` "
+               "(cli/go-gh pkg/api/errors.go HTTPError.Error `HTTP %d: %s (%s)`, GraphQLError.Error `GraphQL: %s`), "
+               "also wrapped: `pull request create failed: GraphQL: …` (cli/cli pkg/cmd/pr/create/create.go)"),
+    Convention("docker daemon", _rx(r"(?:^|: )Error response from daemon: \S"),
+               "the Docker client's `Error response from daemon: msg`, the daemon's JSON `message` (moby client/"
+               "request.go checkResponseErr), `docker: Error response …` from run/create (docker/cli "
+               "cli/command/container/run.go)"),
+    Convention("kubectl", _rx(r"^Error from server(?: \(\w+\))?: \S"),
+               "kubectl's API errors: `Error from server (NotFound): pods \"x\" not found` (kubernetes/kubectl "
+               "pkg/cmd/util/helpers.go StandardErrorMessage, `Error from server (%s): %s`)"),
+    Convention("os error", _rx(r"No such file or directory|command not found|Permission denied|\bEACCES\b|^ENOENT: |Segmentation fault"
+                               r"|: (?:Connection refused|Connection timed out|Connection reset by peer|Address already in use"
+                               r"|No space left on device|Operation not permitted|Network is unreachable)$"),
                "strerror(3) ENOENT/EACCES texts, libuv/node's `EACCES: permission denied, open '…'` / `ENOENT: no such file…`, bash's "
-               "`command not found`, SIGSEGV's psignal text"),
+               "`command not found`, SIGSEGV's psignal text; the network, disk and EPERM texts where perror(3) puts "
+               "them, after `: ` at the end (`fusermount: mount failed: Operation not permitted`)"),
     Convention("node resolution", _rx(r"\bCannot find module\b|\bModule not found\b"),
                "node's MODULE_NOT_FOUND `Cannot find module 'x'`, webpack's `Module not found:`"),
     Convention("api error message", _rx(r'^"message"\s*:\s*"((?:[^"\\]|\\.)+)",?$'),
