@@ -556,3 +556,83 @@ def test_github_cli_docker_and_kubectl_api_errors():
         "fuse: failed to open /dev/fuse: Operation not permitted", "fusermount: mount failed: Operation not permitted"]
     # The listing around it (`docker ps`, a container's status) and prose naming a status code are not errors.
     assert error_lines("HTTP 404 is what a missing page returns.\nGraphQL:is a query language\n") == []
+
+
+def test_ruby_and_rspec_failures():
+    # error_highlight's README (Ruby < 3.4 quoting): the line is its own location; the caret and `from` lines are not errors.
+    assert error_lines(read("ruby_nomethoderror.txt")) == [
+        "test.rb:2:in `extract_value': undefined method `[]' for nil:NilClass (NoMethodError)"]
+    # rspec-core's README: the failing line with the matcher's expected/got and its spec frame, then the example.
+    assert error_findings(read("rspec_failure.txt")) == [
+        ("Failure/Error: expect(Calculator.new.add(1, 2)).to eq(3) expected: 3 got: nil",
+         "# ./spec/calculator_spec.rb:6:in `block (3 levels) in <top (required)>'"),
+        ("rspec ./spec/calculator_spec.rb:5 # Calculator#add returns the sum of its arguments", None)]
+
+
+def test_phpunit_keeps_the_assertion_where_it_failed_then_the_test():
+    # PHPUnit's end-to-end expectation (`%s` is the .phpt format's placeholder for the directory).
+    assert error_findings(read("phpunit_failure.txt")) == [
+        ("Failed asserting that false is true.", "%sIssue5493Test.php:19"),
+        ("1) PHPUnit\\TestFixture\\Issue5493\\Issue5493Test::testOne", None)]
+    assert error_lines("Steps:\n1) Foo::bar\n") == []  # a numbered list without PHPUnit's heading
+
+
+def test_python_logging_errors_not_its_lower_levels_nor_a_passing_unittest_run():
+    # CPython's logging HOWTO: DEBUG/INFO/WARNING lines are not errors.
+    assert error_lines(read("python_logging_basic_format.txt")) == [
+        "ERROR:root:And non-ASCII stuff, too, like Øresund and Malmö"]
+    assert error_lines(read("python_unittest_verbose.txt")) == []  # the unittest docs' passing run
+
+
+def test_gradle_keeps_what_went_wrong_before_its_summary():
+    # Gradle's userguide snippet output: the message under `* What went wrong:`, then the summary line.
+    out = read("gradle_build_failed.txt")
+    assert error_lines(out) == ["* What went wrong: Execution failed for task ':taskX'.",
+                                "FAILURE: Build failed with an exception."]
+    assert not only_summaries(error_lines(out)) and only_summaries(["FAILURE: Build failed with an exception."])
+    # A Kotlin compile under Gradle (issue threads): the compiler's `e:` line first, in both its forms.
+    assert error_lines(read("kotlin_gradle_file_uri_unresolved.txt"))[0] == (
+        "e: file:///C:/Users/..../AppData/Local/Pub/Cache/hosted/pub.dev/file_saver-0.2.9/android/src/main/kotlin/"
+        "com/incrediblezayed/file_saver/Dialog.kt:79:33 Unresolved reference: FileUtils")
+    assert error_lines(read("kotlin_gradle_legacy_unresolved.txt"))[:2] == [
+        "e: /home/phelipe/Documentos/temp/TestCastle/node_modules/@castleio/react-native-castle/android/src/main/java/"
+        "com/reactnativecastle/CastleModule.kt: (26, 35): Unresolved reference: VERSION_NAME",
+        "* What went wrong: Execution failed for task ':castleio_react-native-castle:compileReleaseKotlin'."]
+    # kotlinc's own CLI form is the GNU `file:line:col: error:` (Kotlin's test data).
+    assert len(error_lines(read("kotlinc_cli_error.txt"))) == 2
+
+
+def test_msbuild_errors_once_and_not_its_warnings():
+    # dotnet build (an issue's log; MSBuild's spec doc): each error printed again under `Build FAILED.` is one fact.
+    assert error_lines(read("dotnet_build_cs0103.txt")) == [
+        "Controllers/MainController.cs(87,18): error CS0103: The name 'obj' does not exist in the current context "
+        "[/opt/NBXplorer/NBXplorer/NBXplorer.csproj]"]
+    assert [line[:40] for line in error_lines(read("dotnet_build_failed_msb4242.txt"))] == [
+        "C:\\foo\\bar.csproj : error MSB4242: SDK R"]
+    assert error_lines(read("dotnet_build_warning_cs0618.txt")) == []  # reviewdog's captured build: warnings only
+
+
+def test_python_linters_and_type_checkers():
+    # flake8's integration test: one line per code, a count of the rest.
+    assert error_lines(read("flake8_f401.txt")) == [
+        "./a.py:1:1: F401 'os' imported but unused", LINT_MORE.format(n=4, rule="python lint")]
+    # ruff's CLI snapshots, concise and full: the same two diagnostics, the full one with its `-->`.
+    assert error_lines(read("ruff_concise_f401.txt")) == [
+        "input.py:1:8: F401 [*] `os` imported but unused", "input.py:2:5: F821 Undefined name `y`"]
+    assert error_findings(read("ruff_full_f401.txt")) == [
+        ("F401 [*] `os` imported but unused", "--> input.py:1:8"), ("F821 Undefined name `y`", "--> input.py:2:5")]
+    # pyright's CLI (a README's run): each error line; its indented continuation and the summary are not errors.
+    assert [line.split(" - ")[0] for line in error_lines(read("pyright_cli_undefined_variable.txt"))] == [
+        "xcp/xmlunwrap.py:32:13", "xcp/xmlunwrap.py:38:12", "xcp/xmlunwrap.py:81:38"]
+
+
+def test_nextjs_type_error_keeps_its_location_and_shellcheck_one_line_per_code():
+    # A Next.js maintainer's `next build` output: the type error with the `./file:line:col` above it.
+    assert error_findings(read("nextjs_build_failed_to_compile.txt")) == [
+        ("Type error: Type 'string' is not assignable to type 'number'.", "./app/page.tsx:3:5")]
+    # ShellCheck's tty output (a PR's description): the finding with its `In file line N:` heading, once per message.
+    assert error_findings(read("shellcheck_tty_sc2086.txt")) == [
+        ("SC2086 (info): Double quote to prevent globbing and word splitting.", "In bin/run-tests.sh line 19:")]
+    # ... and its gcc format (a linter plugin's docstring): four codes, four lines.
+    assert [line.rsplit(" ", 1)[-1] for line in error_lines(read("shellcheck_gcc_sc2086.txt"))] == [
+        "[SC2046]", "[SC2005]", "[SC2086]", "[SC2068]"]

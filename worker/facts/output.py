@@ -31,11 +31,12 @@ MAX_ERROR_LINES_PER_RESULT = 6  # one failing run can print hundreds; the first 
 # formatter wraps the id onto a later line (textlint's multi-line messages), the message.
 # `rustfmt --check` prints one `Diff in <file>:<line>:` per hunk: its "rule" is the file, since
 # every hunk is the same fix (`cargo fmt`).
-LINT_ROWS = frozenset({"eslint", "biome", "markdownlint", "golangci-lint", "rustfmt", "python lint"})
+LINT_ROWS = frozenset({"eslint", "biome", "markdownlint", "golangci-lint", "rustfmt", "python lint", "shellcheck"})
 MAX_LINT_LINES_PER_RULE = 1  # the same rule's next violation is the same fix in another place
 LINT_MORE = "… {n} more lint errors in this output ({rule})"
 LINT_RULE_RES = (  # tried in order: the first that matches names the rule
     re.compile(r"^(?:\S+:\d+:\d+: )?([A-Z]{1,4}\d{2,4}) "),  # ruff's / flake8's code starts the message
+    re.compile(r"^(SC\d{4}) |\[(SC\d{4})\]$"),  # ShellCheck's code
     re.compile(r"\s{2,}([@\w/-]+)$"),  # stylish: the rule id ends the line
     re.compile(r":\d+:\d+ ((?:lint|assist|parse|format|check)\S*)|^\S+\.\w+ (format)\b"),  # Biome's category
     re.compile(r" (MD\d{3})/"),  # markdownlint's rule number
@@ -189,6 +190,12 @@ JAVA_FRAME_RE = re.compile(r"^at ([\w$.]+)\([\w$]+\.(?:java|kt|scala|groovy):\d+
 NOT_PROJECT_JAVA_RE = re.compile(r"^(?:java|javax|jdk|sun|kotlin|scala|junit|org\.junit|org\.opentest4j|org\.testng"
                                  r"|org\.assertj|org\.hamcrest)\.")
 ASSERTION_CONTEXT_RE = re.compile(r"^(?:● |expect\b|error: expect\(|FAIL\s)|AssertionError\b")  # bun: `error: expect(…)`
+RSPEC_FRAME_LOOKAHEAD = 8  # the matcher's expected/got lines and `(compared using ==)` come first
+PHP_FRAME_RE = re.compile(r"^\S*\.php:\d+$")  # PHPUnit's location of a failed assertion
+PHPUNIT_TEST_RE = re.compile(r"^\d+\) [\w\\]+::\w+")  # `1) Tests\\FooTest::testBar`
+PHPUNIT_FAILURES_RE = re.compile(r"^There (?:was|were) \d+ (?:failures?|errors?):$")
+NEXT_LOCATION_RE = re.compile(r"^\./\S+:\d+:\d+$")
+SHELLCHECK_HEADING_RE = re.compile(r"^In \S.* line \d+:$")
 JS_FRAMES_LOOKAHEAD = 30  # jest/vitest print the failing code frame between the message and the stack
 ASSERTION_CONTEXT_LOOKBACK = 8  # `Expected:`/`Received:` follow the matcher hint by a line or two
 
@@ -302,6 +309,45 @@ def _python_lint_located(lines: Lines, i: int) -> bool:
 def _postgres_position(lines: Lines, i: int) -> str | None:
     """libpq's `LINE n: <query line>` right under an error with a position."""
     return _ahead(lines, i, 1, lambda _raw, line: line.startswith("LINE ") and ": " in line)
+
+
+def _rspec_expectation(lines: Lines, i: int) -> str | None:
+    """RSpec's `expected: 3` and `got: nil` under `Failure/Error: …`, on one line."""
+    for k in range(i + 1, min(len(lines), i + 4)):
+        line = lines[k][1]
+        if line.startswith("expected"):
+            got = lines[k + 1][1] if k + 1 < len(lines) and lines[k + 1][1].startswith("got:") else ""
+            return f"{line} {got}".strip()
+    return None
+
+
+def _rspec_frame(lines: Lines, i: int) -> str | None:
+    """The `# ./spec/x_spec.rb:6:in …` frame RSpec prints under a failure's message."""
+    return _ahead(lines, i, RSPEC_FRAME_LOOKAHEAD, lambda _raw, line: line.startswith("# ./"))
+
+
+def _php_frame(lines: Lines, i: int) -> str | None:
+    """PHPUnit's `/path/FooTest.php:19` under the failure's message."""
+    return _ahead(lines, i, 4, lambda _raw, line: PHP_FRAME_RE.match(line), lambda _raw, line: PHPUNIT_TEST_RE.match(line))
+
+
+def _phpunit_failures(lines: Lines, i: int) -> bool:
+    return any(PHPUNIT_FAILURES_RE.match(line) for _, line in lines[:i])
+
+
+def _next_line(lines: Lines, i: int) -> str | None:
+    """The line right under a heading (Gradle's `* What went wrong:`)."""
+    return lines[i + 1][1] if i + 1 < len(lines) else None
+
+
+def _location_above(lines: Lines, i: int) -> str | None:
+    """The `./path:line:col` Next.js prints right above its `Type error:`."""
+    return next((line for _, line in reversed(lines[max(0, i - 2):i]) if NEXT_LOCATION_RE.match(line)), None)
+
+
+def _shellcheck_file(lines: Lines, i: int) -> str | None:
+    """ShellCheck's `In file line N:` heading above a finding."""
+    return next((line for _, line in reversed(lines[:i]) if SHELLCHECK_HEADING_RE.match(line)), None)
 
 
 def _pytest_crash_location(lines: Lines, i: int) -> str | None:
@@ -541,6 +587,50 @@ CONVENTIONS: tuple[Convention, ...] = (
     Convention("govulncheck", _rx(r"^(?:Your code is affected by \d+ vulnerabilit(?:y|ies)\b|Vulnerability #\d+: GO-\d{4}-\d+)"),
                "govulncheck's text output: `Vulnerability #1: GO-2026-4971` per finding and the summary `Your code "
                "is affected by N vulnerabilities …` (golang.org/x/vuln internal/scan/text.go); it exits 3"),
+    Convention("ruby exception", _rx(r"^\S+:\d+:in [`'][^']*': .+ \([A-Z]\w*(?:::[A-Z]\w*)*\)$"),
+               "Ruby's uncaught exception: `file:line:in 'meth': message (Class)`, then `\\tfrom …` frames "
+               "(ruby eval_error.c print_errinfo; Ruby < 3.4 quotes the method as `` `meth' ``); the line is its own location"),
+    Convention("rspec failure", _rx(r"^Failure/Error: \S"),
+               "RSpec's failure: `Failure/Error: <the failing line>`, the matcher's `expected: 3` / `got: nil` under it, "
+               "then the `# ./spec/x_spec.rb:6:in …` frame (rspec-core formatters/exception_presenter.rb "
+               "failure_slash_error_lines)", at=_rspec_frame, message=_rspec_expectation),
+    Convention("rspec example", _rx(r"^rspec \./\S+:\d+ # \S"),
+               "RSpec's `Failed examples:` list, `rspec ./spec/x_spec.rb:5 # description` per failed example (rspec-core "
+               "formatters/base_text_formatter.rb)", heading=True),
+    Convention("phpunit assertion", _rx(r"^Failed asserting that \S"),
+               "PHPUnit's default result printer: `There was 1 failure:`, `1) Class::method`, the message `Failed "
+               "asserting that …` and the `file.php:line` it failed at (src/TextUI/Output/Default/ResultPrinter.php)",
+               at=_php_frame),
+    Convention("phpunit test", _rx(PHPUNIT_TEST_RE.pattern),
+               "PHPUnit's numbered failed test `1) Tests\\FooTest::testBar` under `There was 1 failure:` (as above)",
+               heading=True, when=_phpunit_failures),
+    Convention("python logging", _rx(r"^(?:ERROR|CRITICAL):[\w.]+:\S"),
+               "Python logging's default format `%(levelname)s:%(name)s:%(message)s` (Lib/logging/__init__.py "
+               "BASIC_FORMAT): `ERROR:root:msg`; lower levels are not errors"),
+    Convention("gradle", _rx(r"^\* What went wrong:$"),
+               "Gradle's build failure report: `* What went wrong:` and the message under it (`Execution failed for "
+               "task ':app:compileJava'.`; gradle BuildExceptionReporter)", message=_next_line),
+    Convention("gradle summary", _rx(r"^(?:FAILURE: Build failed with an exception\.|> Task \S+ FAILED)$"),
+               "Gradle's `FAILURE: Build failed with an exception.` heading (BuildExceptionReporter) and a console "
+               "task's `> Task :x:compileKotlin FAILED`: which build failed, not why", heading=True, summary=True),
+    Convention("msbuild", _rx(r"(?:\)|\S) ?: (?:fatal )?error [A-Z]{2,}\d{3,5}: \S"),
+               "MSBuild's canonical diagnostic `file(line,col): error CS0103: msg [project]`, `project : error MSB4242: "
+               "msg` (dotnet/msbuild src/Framework/Utilities/EventArgsFormatting.cs FormatEventMessage); warnings are "
+               "not errors"),
+    Convention("pyright", _rx(r"^\S+:\d+:\d+ - error: \S"),
+               "pyright's CLI: `  /path/x.py:3:5 - error: msg (rule)` (packages/pyright-internal/src/pyright.ts "
+               "logDiagnosticToConsole)"),
+    Convention("kotlin", _rx(r"^e: (?:file://)?\S+?(?::\d+:\d+|: \(\d+, \d+\):) \S"),
+               "the Kotlin Gradle plugin's compiler messages `e: file:///…/Main.kt:3:5 msg` (GradleStyleMessageRenderer; "
+               "before Kotlin 1.8 `e: /…/Main.kt: (3, 5): msg`); `w:` warnings are not errors"),
+    Convention("next.js", _rx(r"^Type error: \S"),
+               "next build's type check: `Failed to compile.`, `./app/page.tsx:3:5`, `Type error: msg` "
+               "(packages/next/src/lib/typescript/diagnosticFormatter.ts getFormattedDiagnostic); kept with its location",
+               at=_location_above),
+    Convention("shellcheck", _rx(r"(SC\d{4} \((?:error|warning|info|style)\): \S.*)$|^\S+:\d+:\d+: (?:error|warning|note): .* \[SC\d{4}\]$"),
+               "ShellCheck's default tty output `In file line N:`, the line, `^--^ SC2086 (info): msg` (src/ShellCheck/"
+               "Formatter/TTY.hs), and `--format gcc` `file:line:col: note: msg [SC2086]` (Formatter/GCC.hs); it exits "
+               "1 on any finding; kept with its `In file line N:`", at=_shellcheck_file),
     Convention("generic error", _rx(r"^(?:[A-Z]\w* )?(?:Error|ERROR|FATAL|Fatal error): \S"),
                "node's uncaught `Error: msg` (util.inspect of an Error) and CLIs' `Error: …`, `API Error: 400 …`"),
     Convention("framework log", _rx(r"^\[\w+\]\s.*\s(?:ERROR|FATAL)\s"),
@@ -696,7 +786,7 @@ def error_findings(output: str) -> list[tuple[str, str | None]]:
         for rule in CONVENTIONS:
             m = rule.line.search(line)
             if m and (rule.when is None or rule.when(lines, i)):
-                text = m.group(1) if m.groups() else line
+                text = (m.group(1) if m.groups() else None) or line  # a group in one alternative only: the line
                 said = rule.message(lines, i) if rule.message else None
                 text = f"{text} {said}" if said else text
                 text = kept[i][0] + text if rule.task_prefix else text
