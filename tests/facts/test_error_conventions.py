@@ -618,7 +618,9 @@ def test_python_linters_and_type_checkers():
         "./a.py:1:1: F401 'os' imported but unused", LINT_MORE.format(n=4, rule="python lint")]
     # ruff's CLI snapshots, concise and full: the same two diagnostics, the full one with its `-->`.
     assert error_lines(read("ruff_concise_f401.txt")) == [
-        "input.py:1:8: F401 [*] `os` imported but unused", "input.py:2:5: F821 Undefined name `y`"]
+        "input.py:1:8: F401 [*] `os` imported but unused", "input.py:2:5: F821 Undefined name `y`",
+        "input.py:3:1: invalid-syntax: Cannot use `match` statement on Python 3.9 (syntax was added in Python 3.10)"]
+    assert error_lines("invalid-syntax: is the rule ruff reports a parse error under\n") == []  # no location: prose
     assert error_findings(read("ruff_full_f401.txt")) == [
         ("F401 [*] `os` imported but unused", "--> input.py:1:8"), ("F821 Undefined name `y`", "--> input.py:2:5")]
     # pyright's CLI (a README's run): each error line; its indented continuation and the summary are not errors.

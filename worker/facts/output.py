@@ -190,6 +190,7 @@ JAVA_FRAME_RE = re.compile(r"^at ([\w$.]+)\([\w$]+\.(?:java|kt|scala|groovy):\d+
 NOT_PROJECT_JAVA_RE = re.compile(r"^(?:java|javax|jdk|sun|kotlin|scala|junit|org\.junit|org\.opentest4j|org\.testng"
                                  r"|org\.assertj|org\.hamcrest)\.")
 ASSERTION_CONTEXT_RE = re.compile(r"^(?:● |expect\b|error: expect\(|FAIL\s)|AssertionError\b")  # bun: `error: expect(…)`
+PY_LINT_LOCATION_RE = re.compile(r"^\S+\.pyi?:\d+:\d+: ")  # flake8's and ruff concise's `path:row:col: `
 RSPEC_FRAME_LOOKAHEAD = 8  # the matcher's expected/got lines and `(compared using ==)` come first
 PHP_FRAME_RE = re.compile(r"^\S*\.php:\d+$")  # PHPUnit's location of a failed assertion
 PHPUNIT_TEST_RE = re.compile(r"^\d+\) [\w\\]+::\w+")  # `1) Tests\\FooTest::testBar`
@@ -303,7 +304,7 @@ def _rustc_location(lines: Lines, i: int) -> str | None:
 
 def _python_lint_located(lines: Lines, i: int) -> bool:
     """A ruff/flake8 code line with its location: on the line, or ruff's `-->` under it."""
-    return ":" in lines[i][1].split(" ", 1)[0] or _rustc_location(lines, i) is not None
+    return PY_LINT_LOCATION_RE.match(lines[i][1]) is not None or _rustc_location(lines, i) is not None
 
 
 def _postgres_position(lines: Lines, i: int) -> str | None:
@@ -469,11 +470,11 @@ CONVENTIONS: tuple[Convention, ...] = (
                "it last (golangci-lint.run/docs/configuration/cli, output.formats.text)"),
     Convention("go build/vet", _rx(r"^\S+\.go:\d+:\d+: \S"),
                "go/scanner ErrorList and go vet `file.go:line:col: msg`"),
-    Convention("python lint", _rx(r"^(?:\S+\.pyi?:\d+:\d+: )?[A-Z]{1,4}\d{2,4} (?:\[\*\] )?\S"),
+    Convention("python lint", _rx(r"^(?:\S+\.pyi?:\d+:\d+: )?(?:[A-Z]{1,4}\d{2,4} (?:\[\*\] )?|invalid-syntax: )\S"),
                "ruff's default `full` output: `E501 Line too long (93 > 88)` then ` --> path:row:col` and the "
                "code frame (ruff_db diagnostic/render/full.rs); ruff `--output-format concise`, flake8's and "
                "pycodestyle's default `path:row:col: CODE message` (flake8 formatting/default.py "
-               "`%(path)s:%(row)d:%(col)d: %(code)s %(text)s`)", at=_rustc_location, when=_python_lint_located),
+               "`%(path)s:%(row)d:%(col)d: %(code)s %(text)s`); ruff's syntax errors are `invalid-syntax: msg`", at=_rustc_location, when=_python_lint_located),
     Convention("go command", _rx(r"^go: (?!(?:downloading|finding|found|added|upgraded|downgraded|removed|extracting)\s"
                                  r"|creating new go\.mod|warning: |module \S+ is deprecated)\S"),
                "the go command's own errors: `go: msg` (cmd/go/internal/base Fatalf/Errorf, `base.Fatalf(\"go: %v\", "
