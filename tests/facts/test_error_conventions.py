@@ -638,3 +638,19 @@ def test_nextjs_type_error_keeps_its_location_and_shellcheck_one_line_per_code()
     # ... and its gcc format (a linter plugin's docstring): four codes, four lines.
     assert [line.rsplit(" ", 1)[-1] for line in error_lines(read("shellcheck_gcc_sc2086.txt"))] == [
         "[SC2046]", "[SC2005]", "[SC2086]", "[SC2068]"]
+
+
+def test_pre_commit_hook_failure_and_a_ci_annotation():
+    # cc-lockcodemanager_ece33d9e (tune half; raman325/lock_code_manager, MIT), record ce090022: pre-commit's
+    # hook statuses; only the failed one, with its hook id; Passed and Skipped hooks are no error.
+    assert error_findings(read("precommit_hook_failed.txt")) == [
+        ("fix requirements.txt.....................................................Failed"
+         " - hook id: requirements-txt-fixer", None)]
+    # ... record 95c2c0bc, `gh run view --log-failed`: github-script's core.setFailed message, annotated
+    # `##[error]`; the step's `script:` input that quotes it is not the error.
+    assert error_lines(read("gha_set_failed_log.txt")) == [
+        "Repo is dirty after build! Run yarn build locally before pushing changes."]
+    runner = "Python / Mypy\tUNKNOWN STEP\t2026-05-07T12:35:04.8455101Z ##[error]Process completed with exit code 1.\n"
+    assert error_lines(runner) == []  # which step failed, not why
+    assert error_lines(runner.replace("##[error]", "##[warning]").replace("Process completed with exit code 1.",
+                                                                          "Node.js 20 actions are deprecated.")) == []

@@ -53,10 +53,14 @@ OUTPUT_EXCERPT_MAX_LINES = 2  # ... and so is a two-line answer; a third line ma
 
 # Lines that carry no information when picking an is_error result's first meaningful line.
 # Harness wrapping around a line: leading/trailing tags (`<bash-stdout>`, `<system-reminder>`),
-# ANSI colour codes, a GitHub Actions log prefix (`job<TAB>step<TAB>2026-…Z `) and `##[error]`.
+# ANSI colour codes, a GitHub Actions log prefix (`job<TAB>step<TAB>2026-…Z `).
 WRAPPER_TAG_RE = re.compile(r"^(?:<[\w-]+>\s*)+|(?:\s*</[\w-]+>)+$")
 ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-CI_LOG_PREFIX_RE = re.compile(r"^[^\t\n]*\t[^\t\n]*\t\d{4}-\d\d-\d\dT[\d:.]+Z (?:##\[(?:error|warning)\])?")
+CI_LOG_PREFIX_RE = re.compile(r"^[^\t\n]*\t[^\t\n]*\t\d{4}-\d\d-\d\dT[\d:.]+Z ")
+# A workflow command's annotation in the log (`::error::msg` shows as `##[error]msg`; docs.github.com
+# "Workflow commands for GitHub Actions", @actions/core setFailed): the rows read the message; the
+# marker stays on the unwrapped line's raw form, where the annotation row looks for it.
+GHA_ANNOTATION_RE = re.compile(r"^##\[(?:error|warning)\]")
 # mise runs a task with its output lines prefixed by the task's name, `[lint:go] msg`, and ends a
 # failed one with `[lint:go] ERROR task failed` (mise's task.output "prefix"/"interleave"; names
 # are lowercase, `ns:task`); Maven's `[ERROR]` and NestJS's `[Nest]` are not task names.
@@ -351,6 +355,15 @@ def _shellcheck_file(lines: Lines, i: int) -> str | None:
     return next((line for _, line in reversed(lines[:i]) if SHELLCHECK_HEADING_RE.match(line)), None)
 
 
+def _hook_id(lines: Lines, i: int) -> str | None:
+    """pre-commit's `- hook id: <id>` under a failed hook's status line."""
+    return _ahead(lines, i, 1, lambda _raw, line: line.startswith("- hook id: "))
+
+
+def _annotated_error(lines: Lines, i: int) -> bool:
+    return lines[i][0].lstrip().startswith("##[error]")
+
+
 def _pytest_crash_location(lines: Lines, i: int) -> str | None:
     return _ahead(lines, i, PYTEST_CRASH_LOOKAHEAD, lambda _raw, line: PYTEST_CRASH_RE.match(line),
                   lambda raw, _line: not raw.startswith("E "))
@@ -632,6 +645,10 @@ CONVENTIONS: tuple[Convention, ...] = (
                "ShellCheck's default tty output `In file line N:`, the line, `^--^ SC2086 (info): msg` (src/ShellCheck/"
                "Formatter/TTY.hs), and `--format gcc` `file:line:col: note: msg [SC2086]` (Formatter/GCC.hs); it exits "
                "1 on any finding; kept with its `In file line N:`", at=_shellcheck_file),
+    Convention("pre-commit", _rx(r"^\S.*?\.{3,}(?:\([^)]*\))?Failed$"),
+               "pre-commit's (and prek's) hook status `name…………Failed`, then `- hook id: <id>` and `- exit code: N` "
+               "(pre-commit/commands/run.py _run_single_hook, `_full_msg`; the dots fill the line to the status)",
+               message=_hook_id),
     Convention("generic error", _rx(r"^(?:[A-Z]\w* )?(?:Error|ERROR|FATAL|Fatal error): \S"),
                "node's uncaught `Error: msg` (util.inspect of an Error) and CLIs' `Error: …`, `API Error: 400 …`"),
     Convention("framework log", _rx(r"^\[\w+\]\s.*\s(?:ERROR|FATAL)\s"),
@@ -682,6 +699,10 @@ CONVENTIONS: tuple[Convention, ...] = (
                            r"|You are not logged in(?:to)?)\b"),
                "MCP tools' and API CLIs' auth refusals (`Invalid API key. …`), a CLI's `Not logged in. Run 'x login' …` "
                "/ gh's `You are not logged into any GitHub hosts`"),
+    Convention("ci annotation", _rx(r"^(?!Process completed with exit code -?\d+\.$)\S"),
+               "a GitHub Actions error annotation `##[error]msg` in a job's log (`::error::msg`, @actions/core "
+               "setFailed; docs.github.com \"Workflow commands for GitHub Actions\") that no row above recognizes; "
+               "the runner's `Process completed with exit code N.` only says the step failed", when=_annotated_error),
 )
 
 
@@ -754,7 +775,7 @@ def _unprefixed(raw: str) -> str:
 
 def unwrap_line(raw: str) -> str:
     """A line without its harness wrapping (tags, ANSI colours, CI log or task prefix), stripped."""
-    return WRAPPER_TAG_RE.sub("", _unprefixed(raw).strip()).strip()
+    return WRAPPER_TAG_RE.sub("", GHA_ANNOTATION_RE.sub("", _unprefixed(raw).strip())).strip()
 
 
 def error_findings(output: str) -> list[tuple[str, str | None]]:
