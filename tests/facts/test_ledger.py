@@ -257,6 +257,20 @@ def test_commits_and_branches():
     assert "`3bb8701` `Fix rounding`" in md and "`fix-rounding` (current)" in md
 
 
+def test_a_session_of_many_branches_keeps_main_and_shows_the_newest():
+    # A session that visits many PR branches (cc-lockcodemanager, tune: eight dependabot branches) must
+    # not evict the branch it came from: five chained compactions at 32k lost `main` at a bound of 5.
+    b = Builder()
+    names = ["main"] + [f"dependabot/pip/dep-{k}" for k in range(7)]
+    for name in names:
+        b.bash(f"git checkout {name}", f"Switched to branch '{name}'")
+    ledger = extract_ledger(b.messages)
+    assert [br.name for br in ledger.branches] == names
+    md = render_markdown(ledger)
+    assert "`dependabot/pip/dep-6` (current)" in md and "`dependabot/pip/dep-2`" in md
+    assert "`dependabot/pip/dep-1`" not in md and "`main`" not in md  # shown: the newest BRANCHES_SHOWN
+
+
 def test_a_commit_git_made_passed_whatever_its_hook_logged():
     """cc-contextevaluator (tune half): the pre-commit hook ran the test suite, whose logs print
     `error: Database connection failed` under `1274 pass`, and git then printed `[main 37016ac] …`:

@@ -127,6 +127,7 @@ LEFT_OUT = {
 }
 LISTED_COMMAND_MAX_CHARS = 200  # under Commands a run is known by its start and end; a long `--reason="…"` is in the history
 IDS_PER_RUN = 1  # the latest run of a command or tally: `around` it finds the earlier ones
+BRANCHES_SHOWN = 5  # the current branch plus a few it came from; the ledger carries more
 UNCOMMITTED_SHOWN = 10  # the uncommitted paths named; Relevant Files has each of them
 # Dense rendering (issue 22): where the normal rendering does not fit whole, the same facts
 # without repeats: no message id on a fact that is its own search key (a path, a command, an
@@ -306,7 +307,7 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
             + f" ({ids(c.message_ids[-1:])})" for c in ledger.commits], rank=RANK_CHANGED, group=True,
             newest_last=True))
     if ledger.branches:
-        names = [code(b.name) for b in ledger.branches]
+        names = [code(b.name) for b in ledger.branches[-BRANCHES_SHOWN:]]
         names[-1] += f" ({t['current']})"
         critical.append(Bullet(f"{t['branches']}: {', '.join(names)}", rank=RANK_CHANGED))
     if ledger.commands:
