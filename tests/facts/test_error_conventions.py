@@ -654,3 +654,13 @@ def test_pre_commit_hook_failure_and_a_ci_annotation():
     assert error_lines(runner) == []  # which step failed, not why
     assert error_lines(runner.replace("##[error]", "##[warning]").replace("Process completed with exit code 1.",
                                                                           "Node.js 20 actions are deprecated.")) == []
+
+
+def test_a_pytest_explanation_block_is_its_first_line():
+    # pytest's reporting demo (doc/en/example/reportingdemo.rst): each failure's `E` block opens with what
+    # failed; its diff lines under it (`- eggs`, `?     ^`) explain it. Three failures, three lines, each
+    # with its crash location; before, the first two failures' diffs took the result's six lines.
+    assert error_findings(read("pytest_reportingdemo.txt")) == [
+        ("E       AssertionError: assert 'spam' == 'eggs'", "failure_demo.py:44: AssertionError"),
+        ("E       AssertionError: assert 'foo 1 bar' == 'foo 2 bar'", "failure_demo.py:47: AssertionError"),
+        ("E       assert [0, 1, 2] == [0, 1, 3]", "failure_demo.py:63: AssertionError")]

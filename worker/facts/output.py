@@ -364,6 +364,11 @@ def _annotated_error(lines: Lines, i: int) -> bool:
     return lines[i][0].lstrip().startswith("##[error]")
 
 
+def _pytest_block_start(lines: Lines, i: int) -> bool:
+    """The first line of pytest's `E` block, not one of the lines that explain it."""
+    return i == 0 or not lines[i - 1][0].startswith("E ")
+
+
 def _pytest_crash_location(lines: Lines, i: int) -> str | None:
     return _ahead(lines, i, PYTEST_CRASH_LOOKAHEAD, lambda _raw, line: PYTEST_CRASH_RE.match(line),
                   lambda raw, _line: not raw.startswith("E "))
@@ -497,7 +502,8 @@ CONVENTIONS: tuple[Convention, ...] = (
                "`go: warning: … matched no packages`"),
     Convention("pytest assertion", _rx(r"^E {2,}\S"),
                "pytest: the failing assertion's explanation lines start with `E` (FormattedExcinfo, _pytest/_code/code.py); "
-               "the crash location `path:line: ExcType` follows", at=_pytest_crash_location),
+               "the crash location `path:line: ExcType` follows; the block's first line says what failed, the lines "
+               "under it (`+  where …`, a diff) explain it", at=_pytest_crash_location, when=_pytest_block_start),
     Convention("pytest summary", _rx(r"^(?:FAILED|ERROR) \S+::\S+"),
                "pytest short test summary (-r, default `fE`): `FAILED path::test - ExcType: msg` (docs how-to/output)"),
     Convention("rustc", _rx(r"^(?:\S+:\d+(?::\d+)?:?\s+)?(?:fatal )?error(?:\[[\w-]+\])?: (?!aborting due to|could not compile)\S"),
