@@ -196,6 +196,8 @@ NOT_PROJECT_JAVA_RE = re.compile(r"^(?:java|javax|jdk|sun|kotlin|scala|junit|org
 ASSERTION_CONTEXT_RE = re.compile(r"^(?:● |expect\b|error: expect\(|FAIL\s)|AssertionError\b")  # bun: `error: expect(…)`
 PY_LINT_LOCATION_RE = re.compile(r"^\S+\.pyi?:\d+:\d+: ")  # flake8's and ruff concise's `path:row:col: `
 RSPEC_FRAME_LOOKAHEAD = 8  # the matcher's expected/got lines and `(compared using ==)` come first
+RSPEC_EXPECTED_LOOKAHEAD = 3  # the matcher's `expected:` is right under `Failure/Error:` (a blank line between)
+PHP_FRAME_LOOKAHEAD = 4  # PHPUnit prints the `file.php:line` under the message, after a blank line
 PHP_FRAME_RE = re.compile(r"^\S*\.php:\d+$")  # PHPUnit's location of a failed assertion
 PHPUNIT_TEST_RE = re.compile(r"^\d+\) [\w\\]+::\w+")  # `1) Tests\\FooTest::testBar`
 PHPUNIT_FAILURES_RE = re.compile(r"^There (?:was|were) \d+ (?:failures?|errors?):$")
@@ -318,7 +320,7 @@ def _postgres_position(lines: Lines, i: int) -> str | None:
 
 def _rspec_expectation(lines: Lines, i: int) -> str | None:
     """RSpec's `expected: 3` and `got: nil` under `Failure/Error: …`, on one line."""
-    for k in range(i + 1, min(len(lines), i + 4)):
+    for k in range(i + 1, min(len(lines), i + 1 + RSPEC_EXPECTED_LOOKAHEAD)):
         line = lines[k][1]
         if line.startswith("expected"):
             got = lines[k + 1][1] if k + 1 < len(lines) and lines[k + 1][1].startswith("got:") else ""
@@ -333,7 +335,8 @@ def _rspec_frame(lines: Lines, i: int) -> str | None:
 
 def _php_frame(lines: Lines, i: int) -> str | None:
     """PHPUnit's `/path/FooTest.php:19` under the failure's message."""
-    return _ahead(lines, i, 4, lambda _raw, line: PHP_FRAME_RE.match(line), lambda _raw, line: PHPUNIT_TEST_RE.match(line))
+    return _ahead(lines, i, PHP_FRAME_LOOKAHEAD, lambda _raw, line: PHP_FRAME_RE.match(line),
+                  lambda _raw, line: PHPUNIT_TEST_RE.match(line))
 
 
 def _phpunit_failures(lines: Lines, i: int) -> bool:
