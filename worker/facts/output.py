@@ -196,8 +196,8 @@ NOT_PROJECT_JAVA_RE = re.compile(r"^(?:java|javax|jdk|sun|kotlin|scala|junit|org
 ASSERTION_CONTEXT_RE = re.compile(r"^(?:● |expect\b|error: expect\(|FAIL\s)|AssertionError\b")  # bun: `error: expect(…)`
 PY_LINT_LOCATION_RE = re.compile(r"^\S+\.pyi?:\d+:\d+: ")  # flake8's and ruff concise's `path:row:col: `
 RSPEC_FRAME_LOOKAHEAD = 8  # the matcher's expected/got lines and `(compared using ==)` come first
-RSPEC_EXPECTED_LOOKAHEAD = 3  # the matcher's `expected:` is right under `Failure/Error:` (a blank line between)
-PHP_FRAME_LOOKAHEAD = 4  # PHPUnit prints the `file.php:line` under the message, after a blank line
+RSPEC_EXPECTED_LOOKAHEAD = 3  # the matcher's `expected:` comes right under `Failure/Error:` (blank lines are not counted)
+PHP_FRAME_LOOKAHEAD = 4  # PHPUnit prints the `file.php:line` under the message (a diff may come between)
 PHP_FRAME_RE = re.compile(r"^\S*\.php:\d+$")  # PHPUnit's location of a failed assertion
 PHPUNIT_TEST_RE = re.compile(r"^\d+\) [\w\\]+::\w+")  # `1) Tests\\FooTest::testBar`
 PHPUNIT_FAILURES_RE = re.compile(r"^There (?:was|were) \d+ (?:failures?|errors?):$")
