@@ -664,3 +664,12 @@ def test_a_pytest_explanation_block_is_its_first_line():
         ("E       AssertionError: assert 'spam' == 'eggs'", "failure_demo.py:44: AssertionError"),
         ("E       AssertionError: assert 'foo 1 bar' == 'foo 2 bar'", "failure_demo.py:47: AssertionError"),
         ("E       assert [0, 1, 2] == [0, 1, 3]", "failure_demo.py:63: AssertionError")]
+
+
+def test_a_go_module_error_is_read_to_the_end_of_its_requirement_path():
+    # cc-safecastmcp_4df2f39a (tune half; Safecast/safecast-map-MCP, MIT), record b4572849: `go build` stops
+    # on a module missing from go.sum; each error is `file:line:col: x requires`, then `\ty: msg`.
+    assert error_lines(read("go_missing_sum_requires.txt"))[0] == (
+        "/home/rob/go/pkg/mod/github.com/swaggo/files@v1.0.1/ab0x.go:15:2: github.com/swaggo/http-swagger@v1.3.4 "
+        "requires golang.org/x/tools@v0.1.12: missing go.sum entry for go.mod file; to add it:")
+    assert len(error_lines(read("go_missing_sum_requires.txt"))) == 3  # three importing files, the same path

@@ -195,6 +195,7 @@ NOT_PROJECT_JAVA_RE = re.compile(r"^(?:java|javax|jdk|sun|kotlin|scala|junit|org
                                  r"|org\.assertj|org\.hamcrest)\.")
 ASSERTION_CONTEXT_RE = re.compile(r"^(?:● |expect\b|error: expect\(|FAIL\s)|AssertionError\b")  # bun: `error: expect(…)`
 PY_LINT_LOCATION_RE = re.compile(r"^\S+\.pyi?:\d+:\d+: ")  # flake8's and ruff concise's `path:row:col: `
+GO_REQUIRES_MAX_STEPS = 8  # a requirement path is a few modules deep
 RSPEC_FRAME_LOOKAHEAD = 8  # the matcher's expected/got lines and `(compared using ==)` come first
 RSPEC_EXPECTED_LOOKAHEAD = 3  # the matcher's `expected:` comes right under `Failure/Error:` (blank lines are not counted)
 PHP_FRAME_LOOKAHEAD = 4  # PHPUnit prints the `file.php:line` under the message (a diff may come between)
@@ -372,6 +373,20 @@ def _pytest_block_start(lines: Lines, i: int) -> bool:
     return i == 0 or not lines[i - 1][0].startswith("E ")
 
 
+def _go_requires_chain(lines: Lines, i: int) -> str | None:
+    """The rest of Go's `x requires` / `\ty requires` / `\tz: msg` path: the error is at its end."""
+    if not lines[i][1].endswith(" requires"):
+        return None
+    steps = []
+    for raw, line in lines[i + 1:i + 1 + GO_REQUIRES_MAX_STEPS]:
+        if not raw.startswith("\t"):
+            break
+        steps.append(line)
+        if not line.endswith(" requires"):
+            break
+    return " ".join(steps) or None
+
+
 def _pytest_crash_location(lines: Lines, i: int) -> str | None:
     return _ahead(lines, i, PYTEST_CRASH_LOOKAHEAD, lambda _raw, line: PYTEST_CRASH_RE.match(line),
                   lambda raw, _line: not raw.startswith("E "))
@@ -490,7 +505,9 @@ CONVENTIONS: tuple[Convention, ...] = (
                "golangci-lint's default text output: `file.go:line:col: msg (linter)`, the linter that reported "
                "it last (golangci-lint.run/docs/configuration/cli, output.formats.text)"),
     Convention("go build/vet", _rx(r"^\S+\.go:\d+:\d+: \S"),
-               "go/scanner ErrorList and go vet `file.go:line:col: msg`"),
+               "go/scanner ErrorList and go vet `file.go:line:col: msg`; a module error's requirement path "
+               "`x requires` / `\\ty: msg`, one tab-indented step per line, is read to its end (golang.org/x/mod "
+               "module.ModuleError, cmd/go/internal/mvs BuildListError.Error)", message=_go_requires_chain),
     Convention("python lint", _rx(r"^(?:\S+\.pyi?:\d+:\d+: )?(?:[A-Z]{1,4}\d{2,4} (?:\[\*\] )?|invalid-syntax: )\S"),
                "ruff's default `full` output: `E501 Line too long (93 > 88)` then ` --> path:row:col` and the "
                "code frame (ruff_db diagnostic/render/full.rs); ruff `--output-format concise`, flake8's and "
