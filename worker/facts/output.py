@@ -203,6 +203,7 @@ PHP_FRAME_RE = re.compile(r"^\S*\.php:\d+$")  # PHPUnit's location of a failed a
 PHPUNIT_TEST_RE = re.compile(r"^\d+\) [\w\\]+::\w+")  # `1) Tests\\FooTest::testBar`
 PHPUNIT_FAILURES_RE = re.compile(r"^There (?:was|were) \d+ (?:failures?|errors?):$")
 NEXT_LOCATION_RE = re.compile(r"^\./\S+:\d+:\d+$")
+NEXT_LOCATION_LOOKBACK = 2  # Next.js prints the `./file:line:col` right above `Type error:`; one line of slack
 SHELLCHECK_HEADING_RE = re.compile(r"^In \S.* line \d+:$")
 JS_FRAMES_LOOKAHEAD = 30  # jest/vitest print the failing code frame between the message and the stack
 ASSERTION_CONTEXT_LOOKBACK = 8  # `Expected:`/`Received:` follow the matcher hint by a line or two
@@ -219,12 +220,17 @@ def _ahead(lines: Lines, i: int, n: int, hit: LinePredicate, stop: LinePredicate
     return None
 
 
-def _eslint_file(lines: Lines, i: int) -> str | None:
-    """The stylish formatter's file heading: the unindented line above a file's message lines."""
-    for raw, line in reversed(lines[:i]):
-        if not raw[:1].isspace():
+def _above(lines: Lines, i: int, n: int | None, hit: LinePredicate) -> str | None:
+    """The nearest of the `n` lines before line i (all of them: None) that `hit(raw, line)` accepts."""
+    for raw, line in reversed(lines[max(0, i - n) if n is not None else 0:i]):
+        if hit(raw, line):
             return line
     return None
+
+
+def _eslint_file(lines: Lines, i: int) -> str | None:
+    """The stylish formatter's file heading: the unindented line above a file's message lines."""
+    return _above(lines, i, None, lambda raw, _line: not raw[:1].isspace())
 
 
 def _eslint_message(lines: Lines, i: int) -> bool:
@@ -351,12 +357,12 @@ def _next_line(lines: Lines, i: int) -> str | None:
 
 def _location_above(lines: Lines, i: int) -> str | None:
     """The `./path:line:col` Next.js prints right above its `Type error:`."""
-    return next((line for _, line in reversed(lines[max(0, i - 2):i]) if NEXT_LOCATION_RE.match(line)), None)
+    return _above(lines, i, NEXT_LOCATION_LOOKBACK, lambda _raw, line: NEXT_LOCATION_RE.match(line))
 
 
 def _shellcheck_file(lines: Lines, i: int) -> str | None:
     """ShellCheck's `In file line N:` heading above a finding."""
-    return next((line for _, line in reversed(lines[:i]) if SHELLCHECK_HEADING_RE.match(line)), None)
+    return _above(lines, i, None, lambda _raw, line: SHELLCHECK_HEADING_RE.match(line))
 
 
 def _hook_id(lines: Lines, i: int) -> str | None:
@@ -667,7 +673,7 @@ CONVENTIONS: tuple[Convention, ...] = (
                "next build's type check: `Failed to compile.`, `./app/page.tsx:3:5`, `Type error: msg` "
                "(packages/next/src/lib/typescript/diagnosticFormatter.ts getFormattedDiagnostic); kept with its location",
                at=_location_above),
-    Convention("shellcheck", _rx(r"(SC\d{4} \((?:error|warning|info|style)\): \S.*)$|^\S+:\d+:\d+: (?:error|warning|note): .* \[SC\d{4}\]$"),
+    Convention("shellcheck", _rx(r"(SC\d{4} \((?:error|warning|info|style)\): \S.*$|^\S+:\d+:\d+: (?:error|warning|note): .* \[SC\d{4}\]$)"),
                "ShellCheck's default tty output `In file line N:`, the line, `^--^ SC2086 (info): msg` (src/ShellCheck/"
                "Formatter/TTY.hs), and `--format gcc` `file:line:col: note: msg [SC2086]` (Formatter/GCC.hs); it exits "
                "1 on any finding; kept with its `In file line N:`", at=_shellcheck_file),
@@ -834,7 +840,7 @@ def error_findings(output: str) -> list[tuple[str, str | None]]:
         for rule in CONVENTIONS:
             m = rule.line.search(line)
             if m and (rule.when is None or rule.when(lines, i)):
-                text = (m.group(1) if m.groups() else None) or line  # a group in one alternative only: the line
+                text = m.group(1) if m.groups() else line
                 said = rule.message(lines, i) if rule.message else None
                 text = f"{text} {said}" if said else text
                 text = kept[i][0] + text if rule.task_prefix else text
