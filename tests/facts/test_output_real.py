@@ -171,3 +171,27 @@ def test_codex_shell_command_calls_are_commands():
         "codex-desktop-sessionbridge_019d7e8e-fef6-7481-9a1b-d8d36a852ac4.jsonl")
     commands = [c.command for c in extract_ledger(load(fixture).messages).commands]
     assert "pnpm test" in commands and "pnpm check-types" in commands
+
+
+# pi-pidev line 47 (tune half): a `curl` of a reader API that answered with its JSON error body on one line.
+PIDEV_JSON_ERROR = (
+    '{"data":null,"code":451,"name":"SecurityCompromiseError","status":45102,"message":"Anonymous access to domain '
+    'github.com blocked until Fri Apr 24 2026 07:17:51 GMT+0000 (Coordinated Universal Time) due to previous abuse '
+    'found on https://github.com/JustArchiNET/ArchiSteamFarm/wiki/Configuration-zh-HK: DDoS attack suspected: Too '
+    'many requests"}'
+)
+
+
+def test_a_json_error_body_on_one_line_keeps_its_message():
+    assert error_lines(PIDEV_JSON_ERROR) == [
+        "Anonymous access to domain github.com blocked until Fri Apr 24 2026 07:17:51 GMT+0000 (Coordinated Universal "
+        "Time) due to previous abuse found on https://github.com/JustArchiNET/ArchiSteamFarm/wiki/Configuration-zh-HK: "
+        "DDoS attack suspected: Too many requests"]
+    # Fastify's validation reply (its test/schema-feature tests: statusCode, error, message) and RFC 9457's detail.
+    assert error_lines('{"statusCode":400,"error":"Bad Request","message":"body must have required property \'name\'"}') == [
+        "body must have required property 'name'"]
+    assert error_lines('{"type":"about:blank","title":"Not Found","status":404,"detail":"order 12 does not exist"}') == [
+        "order 12 does not exist"]
+    # A success body, and JSON data that merely has a message, are no error.
+    assert error_lines('{"ok":true,"status":200,"message":"created"}') == []
+    assert error_lines('{"id":7,"message":"fix: typo","author":"x"}') == []

@@ -431,6 +431,32 @@ def _in_api_error(lines: Lines, i: int) -> bool:
     return False
 
 
+# An HTTP API's error body printed on one line (`curl` without `| jq`): a JSON object whose status
+# is an HTTP error, or that names an error, says what went wrong in its `message` (or RFC 9457's
+# `detail`).
+HTTP_ERROR_STATUS = range(400, 600)
+ERROR_NAME_RE = re.compile(r"(?:Error|Exception)$")
+
+
+def _http_error_body(lines: Lines, i: int) -> bool:
+    """Is this line a JSON error response: an object with an HTTP error `status`/`code`/`statusCode`,
+    an `"error"`, or a `name`/`type` that ends in Error, whose own or whose `error` object's
+    `message`/`detail` is the one the row keeps?"""
+    try:
+        data = json.loads(lines[i][1])
+    except ValueError:
+        return False
+    if not isinstance(data, dict):
+        return False
+    if isinstance(data.get("error"), dict) and isinstance(data["error"].get("message"), str):
+        return True  # OpenAI's, Anthropic's and Google's envelope: {"error": {"code", "message", …}}
+    statuses = [data.get(k) for k in ("status", "code", "statusCode")]
+    status = any(str(v).isdigit() and int(v) in HTTP_ERROR_STATUS for v in statuses if isinstance(v, (int, str)))
+    named = any(isinstance(data.get(k), str) and ERROR_NAME_RE.search(data[k]) for k in ("name", "type"))
+    said = any(isinstance(data.get(k), str) and data[k].strip() for k in ("message", "detail"))
+    return said and (status or named or bool(data.get("error")))
+
+
 def _go_test_failed(lines: Lines, i: int) -> bool:
     """Is this `x_test.go:N:` line a failing test's message? A passing or skipped test's t.Log
     prints the same format; go test prints it before the verdict (-v) or after it."""
@@ -727,6 +753,12 @@ CONVENTIONS: tuple[Convention, ...] = (
                "an HTTP API's JSON error object, pretty-printed: OpenAI's `{\"error\": {\"message\": …}}` (API "
                "reference, Error codes), Anthropic's `{\"type\": \"error\", \"error\": {\"type\", \"message\"}}` "
                "(API, Errors): its `\"message\"` key under `\"error\": {`", when=_in_api_error),
+    Convention("http error body", _rx(r'^\{.*?"(?:message|detail)"\s*:\s*"((?:[^"\\]|\\.)+)".*\}$'),
+               "an HTTP API's JSON error response on one line, as curl prints it: GitHub REST's `{\"message\": "
+               "\"Not Found\", \"status\": \"404\"}` (docs.github.com \"Troubleshooting the REST API\"), RFC 9457 "
+               "problem details' `status` and `detail`, Fastify's/NestJS's `{\"statusCode\": 400, \"error\": \"Bad "
+               "Request\", \"message\": …}`, OpenAI's/Google's `{\"error\": {\"code\", \"message\"}}`, a thrown "
+               "error's `name` (`…Error`) with its `message`", when=_http_error_body),
     Convention("auth", _rx(r"^(?:(?:Invalid|Missing|Expired|Revoked) (?:API key|access token|credentials)|Not logged in"
                            r"|You are not logged in(?:to)?)\b"),
                "MCP tools' and API CLIs' auth refusals (`Invalid API key. …`), a CLI's `Not logged in. Run 'x login' …` "

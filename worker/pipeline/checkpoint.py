@@ -336,6 +336,9 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
     if dense:  # a tight budget: the messages cut down to the user-message budget, as typed where they are short
         users, more = budget_user_instructions(users)
         omitted += more
+    if len(users) > 1:  # the task as first stated opens the section: a tight fit keeps it (the dense goal is its first line)
+        first = min(users, key=lambda u: u.seq)
+        users = [first] + [u for u in users if u is not first]
     constraints = [Bullet(f"{ids([u.message_id])}:", quote=u.text.splitlines(), rank=RANK_RULE) for u in users]
     if constraints and omitted:
         constraints.append(Bullet(f"({t['omitted'].format(n=omitted)})", rank=RANK_RULE))
