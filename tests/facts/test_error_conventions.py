@@ -673,3 +673,28 @@ def test_a_go_module_error_is_read_to_the_end_of_its_requirement_path():
         "/home/rob/go/pkg/mod/github.com/swaggo/files@v1.0.1/ab0x.go:15:2: github.com/swaggo/http-swagger@v1.3.4 "
         "requires golang.org/x/tools@v0.1.12: missing go.sum entry for go.mod file; to add it:")
     assert len(error_lines(read("go_missing_sum_requires.txt"))) == 3  # three importing files, the same path
+
+
+def test_printing_a_source_or_doc_file_is_its_content_not_errors():
+    # codex-cli-agentv_019efc87 (tune half), line 967: `sed -n '1,240p' …/SKILL.md` exits 0 and prints
+    # a skill whose text quotes Copilot's `error: too many arguments. …`; line 1113 prints TypeScript
+    # source. A log printed the same way, and the printer's own failure behind a pipe (cc-orpheus:
+    # `cat x.sh | tail -15`, exit 0), are still errors.
+    from tests.fakes import SessionBuilder
+    from worker.facts.actions import scan_actions
+
+    envelope = "Chunk ID: 0a7962\nWall time: 0.0000 seconds\nProcess exited with code 0\nOutput:\n"
+    skill = ("1. **Launch syntax differs.** Copilot does NOT accept the prompt as argv:\n\n   ```text\n"
+             "   error: too many arguments. Expected 0 arguments but got 1.\n   ```\n")
+    b = SessionBuilder()
+    b.user("spawn a review agent")
+    b.tool("exec_command", {"cmd": "sed -n '1,240p' /home/entity/.agents/skills/workmux/SKILL.md"}, envelope + skill)
+    b.tool("exec_command", {"cmd": "sed -n '2100,2220p' apps/cli/src/commands/eval/run-eval.ts"},
+           envelope + "      error: budgetMsg,\n")
+    b.tool("exec_command", {"cmd": "tail -20 /tmp/server.log"}, envelope + skill)
+    b.tool("Bash", {"command": "cat scripts/build-cli-for-tauri.sh | tail -15"},
+           "cat: scripts/build-cli-for-tauri.sh: No such file or directory")
+    doc, source, log, missing = [a for a in scan_actions(b.messages) if a.command]
+    assert doc.errors == [] and source.errors == [] and doc.status == source.status == "ok"
+    assert log.errors == ["error: too many arguments. Expected 0 arguments but got 1."]
+    assert missing.errors == ["cat: scripts/build-cli-for-tauri.sh: No such file or directory"]

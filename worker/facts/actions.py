@@ -41,11 +41,13 @@ from .shell import (
     BRANCH_CMD_RE,
     COMMAND_MAX_CHARS,
     GIT_COMMIT_CMD_RE,
+    READ_COMMANDS,
     clean_tool_path,
     commit_subject,
     is_verify_command,
     last_program,
     normalize_path,
+    only_looks,
     patch_file_actions,
     run_key,
     shell_command,
@@ -71,6 +73,17 @@ EDITOR_READ_COMMANDS = {"view"}
 # Programs whose exit status 1 means "no match / differs", not failure.
 EXIT_1_OK_PROGRAMS = {"grep", "egrep", "fgrep", "rg", "ag", "diff", "cmp", "test", "["}
 # A harness's own markup around injected content (`<system-reminder>`): not part of an error line.
+# A shell command that only prints source or documentation files (`sed -n '1,240p' SKILL.md`,
+# `cat src/x.ts | head`) shows their content, as a read tool does: an error line in it (a README's
+# example, a test's expected output) is not what the run printed. A log (`.log`, `.output`,
+# `.txt`, no extension) is what some run printed, and is read for errors like any output.
+CONTENT_EXTENSIONS = frozenset({
+    "md", "mdx", "rst", "adoc", "py", "pyi", "ts", "tsx", "js", "jsx", "mjs", "cjs", "go", "rs", "java", "kt", "kts",
+    "scala", "rb", "php", "c", "h", "cc", "cpp", "hpp", "cs", "swift", "ex", "exs", "sh", "bash", "zsh", "ps1",
+    "yaml", "yml", "toml", "json", "jsonc", "ini", "cfg", "html", "css", "scss", "sql", "proto", "vue", "svelte",
+    "lua", "zig", "dart", "gradle", "xml", "tf", "nix",
+})
+PRINTERS = READ_COMMANDS | {"sed"}  # they report their own failures as `prog: message` on stderr (POSIX utilities)
 MARKUP_TAG_RE = re.compile(r"</?[A-Za-z][\w-]*>")
 # Argument names of a search/replace edit, per agent.
 EDIT_KEYS = (("old_str", "new_str"), ("old_string", "new_string"), ("search", "replace"), ("old", "new"))
@@ -144,6 +157,14 @@ def _set_errors(action: Action, findings: list[tuple[str, str | None]]) -> None:
     action.error_at = {text: at for text, at in findings if at}
 
 
+def _prints_content(action: Action) -> bool:
+    """Does this shell command only print source or documentation files (CONTENT_EXTENSIONS)?"""
+    reads = [path for path, what in action.files if what == "read"]
+    return (bool(action.command) and only_looks(action.command or "") and len(reads) == len(action.files) > 0
+            and all(path.rsplit("/", 1)[-1].rpartition(".")[2].lower() in CONTENT_EXTENSIONS
+                    and "." in path.rsplit("/", 1)[-1] for path in reads))
+
+
 def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]) -> None:
     action.has_result = True
     if CANCELLED_CALL_RE.match(unwrap_line(output.strip())):
@@ -160,10 +181,13 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
         action.exit_code = 0  # `grep` found nothing: an answer, not an error
         is_error = False
     # A file tool prints file content: scan it for errors only when the tool itself failed.
-    if not file_tool or is_error:
+    content = file_tool or (not is_error and action.exit_code in (None, 0) and _prints_content(action))
+    if not content or is_error:
         _set_errors(action, error_findings(output))
-    action.tallies = find_tallies(output) if not file_tool else []
-    action.test_ids = failing_test_ids(output) if not file_tool else []
+    elif not file_tool:  # the printer's own complaint (`cat: x: No such file or directory`, a pipe hid its status)
+        _set_errors(action, [f for f in error_findings(output) if f[0].split(": ", 1)[0] in PRINTERS])
+    action.tallies = find_tallies(output) if not content else []
+    action.test_ids = failing_test_ids(output) if not content else []
     # git prints `[branch sha] subject` once the commit exists (git-commit(1)); a pre-commit hook
     # that fails stops it before. What such a hook printed on the way (a test suite's logged
     # `error: …` lines under `1274 pass`) did not fail the run.
