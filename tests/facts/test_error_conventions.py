@@ -698,3 +698,17 @@ def test_printing_a_source_or_doc_file_is_its_content_not_errors():
     assert doc.errors == [] and source.errors == [] and doc.status == source.status == "ok"
     assert log.errors == ["error: too many arguments. Expected 0 arguments but got 1."]
     assert missing.errors == ["cat: scripts/build-cli-for-tauri.sh: No such file or directory"]
+
+
+def test_oxlint_miette_report_and_pnpm_lifecycle_failure():
+    # opencode-prsui (tune half), message 7: `pnpm fix` runs oxlint, whose miette report off a
+    # terminal uses the ASCII theme; the rule's line with its location, the count, pnpm's summary.
+    assert error_findings(read("oxlint_miette_ascii_pnpm.txt")) == [
+        ("eslint-plugin-import(consistent-type-specifier-style): Prefer using a top-level type-only import instead "
+         "of inline type specifiers.", "registry/new-york/editable-chip.tsx:10:3"),
+        ("Found 0 warnings and 3 errors.", None),
+        ("[ELIFECYCLE] Command failed with exit code 1.", None),
+    ]  # the rule's two other lines say the same words: one fact
+    assert only_summaries(["Found 0 warnings and 3 errors.", "[ELIFECYCLE] Command failed with exit code 1."])
+    # A line that opens with `x ` but has no miette snippet under it is no diagnostic.
+    assert error_lines("x marks the spot\nnothing here\n") == []

@@ -31,7 +31,8 @@ MAX_ERROR_LINES_PER_RESULT = 6  # one failing run can print hundreds; the first 
 # formatter wraps the id onto a later line (textlint's multi-line messages), the message.
 # `rustfmt --check` prints one `Diff in <file>:<line>:` per hunk: its "rule" is the file, since
 # every hunk is the same fix (`cargo fmt`).
-LINT_ROWS = frozenset({"eslint", "biome", "markdownlint", "golangci-lint", "rustfmt", "python lint", "shellcheck"})
+LINT_ROWS = frozenset({"eslint", "biome", "markdownlint", "golangci-lint", "rustfmt", "python lint", "shellcheck",
+                       "oxlint"})
 MAX_LINT_LINES_PER_RULE = 1  # the same rule's next violation is the same fix in another place
 LINT_MORE = "… {n} more lint errors in this output ({rule})"
 LINT_RULE_RES = (  # tried in order: the first that matches names the rule
@@ -43,6 +44,7 @@ LINT_RULE_RES = (  # tried in order: the first that matches names the rule
     re.compile(r" \(([\w-]+)\)$"),  # golangci-lint's linter
     re.compile(r"^Diff in (.+?)(?::\d+| at line \d+):$"),  # rustfmt's file
     re.compile(r"^\d+:\d+\s+error\s+(.+)$"),  # stylish without an id on the line: the message
+    re.compile(r"^([\w@/-]+\([\w/-]+\)): "),  # oxlint's `plugin(rule): message`
 )
 ESCAPED_NEWLINE = "\\n"  # a backslash and an n: a newline inside a JSON or Rust-quoted string
 ESCAPED_QUOTE = '\\"'  # ... and the quote such a string escapes around the strings it holds
@@ -240,6 +242,18 @@ def _eslint_message(lines: Lines, i: int) -> bool:
 def _biome_message(lines: Lines, i: int) -> str | None:
     """The `× message` line right under the header."""
     return _ahead(lines, i, 3, lambda _raw, line: line.startswith(("×", "✖", "!", "i ")))
+
+
+# miette's graphical report (oxlint's default output): `× message` (`x` in its ASCII theme, when
+# not writing to a terminal), then the source snippet's header `╭─[file:line:col]` (`,-[…]`).
+MIETTE_SNIPPET_RE = re.compile(r"^(?:╭─|,-)\[(\S+:\d+:\d+)\]$")
+
+
+def _miette_location(lines: Lines, i: int) -> str | None:
+    """The `file:line:col` of the snippet header right under a miette `×` line."""
+    line = _ahead(lines, i, 1, lambda _raw, line: bool(MIETTE_SNIPPET_RE.match(line)))
+    m = MIETTE_SNIPPET_RE.match(line) if line else None
+    return m.group(1) if m else None
 
 
 def _audit_severity(lines: Lines, i: int) -> str | None:
@@ -583,6 +597,18 @@ CONVENTIONS: tuple[Convention, ...] = (
     Convention("pnpm", _rx(r"^\[?ERR_PNPM_[A-Z0-9_]+\]?(?:\s+\S.*)?$"),
                "pnpm's default reporter: ` ERR_PNPM_CODE  message` (pnpm < 11) or `[ERR_PNPM_CODE] message` "
                "(cli/default-reporter/src/reportError.ts formatErrorSummary); the codes are listed at pnpm.io/errors"),
+    Convention("pnpm lifecycle", _rx(r"^\[?ELIFECYCLE\]?\s+\S.*$"),
+               "pnpm's reporter for a failed script: ` ELIFECYCLE  Command failed with exit code 1.` or, from pnpm 11, "
+               "`[ELIFECYCLE] …` (the same formatErrorSummary with the lifecycle error's code): which run failed",
+               summary=True),
+    Convention("oxlint", _rx(r"^[×x] (\S.*)$"),
+               "oxlint's default output, miette's graphical report: `× plugin(rule): message` (`x` in the ASCII "
+               "theme off a terminal), then `╭─[file:line:col]` (`,-[…]`) (miette GraphicalReportHandler; "
+               "oxc apps/oxlint output_formatter/default.rs); kept with its location", at=_miette_location,
+               when=lambda lines, i: _miette_location(lines, i) is not None),
+    Convention("oxlint summary", _rx(r"^Found \d+ warnings? and [1-9]\d* errors?\.$"),
+               "oxlint's closing `Found 0 warnings and 3 errors.` (oxc apps/oxlint output_formatter/default.rs)",
+               summary=True),
     Convention("package audit", _rx(r"^(?:\d+ vulnerabilities found|\d+ vulnerabilit(?:y|ies) \((?:\d+ \w+(?:, )?)+\))$"),
                "pnpm audit's summary `7 vulnerabilities found` then `Severity: 4 moderate | 3 high` (lockfile/"
                "plugin-commands-audit audit.ts reportSummary); npm audit's `7 vulnerabilities (4 moderate, 3 high)` "
