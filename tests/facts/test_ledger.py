@@ -530,3 +530,28 @@ def test_pi_trace_ts2739_survives_as_carried_fact():
     first = extract_ledger(messages[:100])
     assert ts2739 in [e.text for e in first.errors]
     assert f"`{ts2739}`" in render_markdown(first)
+
+
+def test_a_long_failing_runs_further_error_lines_are_carried_and_shown_only_where_room_is_left():
+    # cc-spotter (tune half), line 1327 ff.: `mix test` with more failing tests than a result's first
+    # MAX_ERROR_LINES_PER_RESULT lines; the rest are carried as `further` facts.
+    from worker.facts.actions import scan_actions
+    from worker.facts.output import MAX_ERROR_LINES_PER_RESULT
+    from worker.facts.workstate import derive_work_state
+    from worker.pipeline.checkpoint import RANK_SPARE
+
+    session = claude_code.load(FIXTURES / "cc-spotter_8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl")
+    actions = scan_actions(session.messages)
+    long_run = next(a for a in actions if a.further_errors)
+    assert len(long_run.errors) <= MAX_ERROR_LINES_PER_RESULT + 1  # a count line may follow
+    tool_use = "test transcript row class mapping tool_use rows have is-tool-use class (SpotterWeb.SessionLiveTest)"
+    assert tool_use in long_run.further_errors and tool_use not in long_run.errors
+    ledger = extract_ledger(session.messages, actions=actions)
+    fact = next(e for e in ledger.errors if e.text == tool_use)
+    assert fact.further
+    assert all(not e.further for e in ledger.errors if any(e.text in a.errors for a in actions))
+    state = derive_work_state(session.messages, ledger, actions=actions)
+    assert all(tool_use not in b.text for b in state.blocked)
+    resolved = next(b for b in ledger_sections(ledger)["Critical Context"].blocks[0].bullets
+                    if b.subs and any(tool_use in s for s in b.subs))
+    assert resolved.sub_ranks[[i for i, s in enumerate(resolved.subs) if tool_use in s][0]] == RANK_SPARE

@@ -35,6 +35,7 @@ from .output import (
     first_meaningful_line,
     only_summaries,
     output_excerpt,
+    split_error_findings,
     unwrap_line,
 )
 from .shell import (
@@ -106,6 +107,7 @@ class Action:
     exit_code: int | None = None
     output: str | None = None  # short output excerpt
     errors: list[str] = field(default_factory=list)
+    further_errors: list[str] = field(default_factory=list)  # a long failing run's lines past `errors` (output.py)
     error_at: dict[str, str] = field(default_factory=dict)  # error line -> its location / first project frame
     exit_only: bool = False  # errors holds only an exit/first line, no real error line
     tallies: list[tuple[str, bool]] = field(default_factory=list)  # (text, failed)
@@ -152,9 +154,11 @@ def _call_files(name: str, args: dict[str, Any], cwds: list[str]) -> list[tuple[
     return [(normalize_path(p, cwds), a) for p, a in files]
 
 
-def _set_errors(action: Action, findings: list[tuple[str, str | None]]) -> None:
+def _set_errors(action: Action, findings: list[tuple[str, str | None]],
+                further: list[tuple[str, str | None]] = ()) -> None:
     action.errors = [text for text, _ in findings]
-    action.error_at = {text: at for text, at in findings if at}
+    action.further_errors = [text for text, _ in further]
+    action.error_at = {text: at for text, at in [*findings, *further] if at}
 
 
 def _prints_content(action: Action) -> bool:
@@ -183,7 +187,7 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
     # A file tool prints file content: scan it for errors only when the tool itself failed.
     content = file_tool or (not is_error and action.exit_code in (None, 0) and _prints_content(action))
     if not content or is_error:
-        _set_errors(action, error_findings(output))
+        _set_errors(action, *split_error_findings(output))
     elif not file_tool:  # the printer's own complaint (`cat: x: No such file or directory`, a pipe hid its status)
         _set_errors(action, [f for f in error_findings(output) if f[0].split(": ", 1)[0] in PRINTERS])
     action.tallies = find_tallies(output) if not content else []
@@ -194,7 +198,7 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
     is_commit = bool(action.command and GIT_COMMIT_CMD_RE.search(action.command))
     created = list(COMMIT_OUTPUT_RE.finditer(output)) if is_commit else []
     if created and action.exit_code in (None, 0) and not is_error:
-        action.errors, action.error_at = [], {}
+        action.errors, action.further_errors, action.error_at = [], [], {}
     failed = (
         is_error
         or (action.exit_code is not None and action.exit_code != 0)

@@ -138,6 +138,7 @@ class ErrorFact:
     exit_only: bool = False  # no error line found: the text is the exit status / first line
     last_seq: int = 0
     at: str | None = None  # its location or first project frame, verbatim (`--> src/main.rs:4:20`)
+    further: bool = False  # only ever past a result's first error lines: shown where room is left
 
     @property
     def key(self) -> str:
@@ -482,9 +483,10 @@ def extract_ledger(messages: list[Message], previous: Ledger | None = None, *, c
         for err in ledger.errors:
             if not err.resolved and resolves(action, err):
                 err.resolved, err.resolved_by, err.resolved_by_command = True, mid, action.command
-        for text in action.errors:
-            probe = ErrorFact(text=text, sources=[action.source], exit_only=action.exit_only)
+        for text, further in [(t, False) for t in action.errors] + [(t, True) for t in action.further_errors]:
+            probe = ErrorFact(text=text, sources=[action.source], exit_only=action.exit_only, further=further)
             err = _upsert(ledger.errors, probe.key, lambda p=probe: p)
+            err.further = err.further and further
             if _add_id(err.message_ids, mid):
                 err.attempts += 1
             err.command = action.command
@@ -536,8 +538,9 @@ def extract_ledger(messages: list[Message], previous: Ledger | None = None, *, c
 
     ledger.seq = base + len(messages)
     ledger.files = sorted(files.values(), key=lambda f: (f.rank, -f.last_seq))[:MAX_FILES]
-    # Unresolved first; a real error line above a bare exit status; newest first.
-    ranked = sorted(ledger.errors, key=lambda e: (e.resolved, e.exit_only, -e.last_seq))
+    # Unresolved first; a real error line above a bare exit status, a run's first lines above its
+    # further ones; newest first.
+    ranked = sorted(ledger.errors, key=lambda e: (e.resolved, e.exit_only, e.further, -e.last_seq))
     ledger.errors = ([e for e in ranked if not e.resolved][:MAX_UNRESOLVED_ERRORS]
                      + [e for e in ranked if e.resolved][:MAX_RESOLVED_ERRORS])
     if len(ledger.commands) > MAX_COMMANDS:

@@ -24,6 +24,9 @@ Lines = list[tuple[str, str]]  # (indentation kept, unwrapped) per output line
 LinePredicate = Callable[[str, str], object]
 
 MAX_ERROR_LINES_PER_RESULT = 6  # one failing run can print hundreds; the first few identify it
+# ... and the next few are carried too, shown only where a checkpoint has room left after every
+# other fact: a run of ten failing tests is quoted by more than its first six (issue 22).
+MAX_FURTHER_ERROR_LINES = 10
 # A linter prints one line per rule violation (ESLint's stylish formatter, which textlint and
 # markuplint reuse; Biome's headers; markdownlint's rule lines): the first line of each rule says
 # what the run found, a count says the rest, so one lint run does not crowd out the other facts
@@ -872,6 +875,12 @@ def error_findings(output: str) -> list[tuple[str, str | None]]:
     """(exact error line, its location or first project frame) in output order, headings after
     the lines under them, deduplicated and bounded. `output` may be any text: a tool result,
     hook output, a system reminder, a log the user pasted."""
+    return split_error_findings(output)[0]
+
+
+def split_error_findings(output: str) -> tuple[list[tuple[str, str | None]], list[tuple[str, str | None]]]:
+    """`error_findings`, and the further error lines past its bound (not lint lines, which a count
+    stands for), up to MAX_FURTHER_ERROR_LINES: what a checkpoint with room left may still show."""
     kept = [(_task_prefix(r), _unprefixed(r)) for r in logical_lines(output)]
     kept = [(prefix, raw) for prefix, raw in kept if raw.strip()]
     lines = [(raw, unwrap_line(raw)) for _, raw in kept]  # (indentation kept, unwrapped)
@@ -905,6 +914,7 @@ def error_findings(output: str) -> list[tuple[str, str | None]]:
                 found.append((rule.heading, text, rule.at(lines, i) if rule.at else None, rule.name))
                 break
     out: list[tuple[str, str | None]] = []
+    further: list[tuple[str, str | None]] = []
     per_rule: dict[tuple[str, str], int] = {}  # (lint row, rule): its lines seen
     left_out: dict[str, int] = {}  # per lint row: the lines not kept
     for _, text, at, name in sorted(found, key=lambda f: f[0]):  # stable: output order within each kind
@@ -919,8 +929,10 @@ def error_findings(output: str) -> list[tuple[str, str | None]]:
                 continue
         if len(out) < MAX_ERROR_LINES_PER_RESULT:
             out.append((text, at and cut_middle(at, ERROR_LINE_MAX_CHARS)))
+        elif len(further) < MAX_FURTHER_ERROR_LINES and all(text != t for t, _ in further):
+            further.append((text, at and cut_middle(at, ERROR_LINE_MAX_CHARS)))
     out += [(LINT_MORE.format(n=n, rule=name), None) for name, n in left_out.items()]
-    return out
+    return out, further
 
 
 def only_summaries(errors: list[str]) -> bool:

@@ -262,7 +262,7 @@ def _blocked(actions: list[Action], ledger: Ledger, cite: dict[str, str]) -> lis
     edit_positions = [a.pos for a in actions if a.changes]
     out: list[WorkItem] = []
     for err in ledger.unresolved_errors():
-        if err.attempts < BLOCKED_MIN_ATTEMPTS or err.exit_only:
+        if err.attempts < BLOCKED_MIN_ATTEMPTS or err.exit_only or err.further:
             continue
         last = max((pos_of[m] for m in err.message_ids if m in pos_of), default=-1)
         if any(p > last for p in edit_positions):

@@ -112,6 +112,7 @@ RANK_LAST_RUN = 4  # the last failing and the last passing command, the latest t
 RANK_DONE = 5  # finished work, runs that changed something (an install, a version bump)
 RANK_RESOLVED = 6  # fixed errors: history, and the fix is in Done and the files
 RANK_DETAIL = 7  # reads, older runs and tallies, edit snippets, the branch list
+RANK_SPARE = 8  # a long failing run's further error lines: only where every other fact left room
 # The first few items of every rank go in before the rest of any rank: a flood of one kind (a log
 # error repeated forty times, a long list of reads) must not starve the user's rules or the files.
 FIRST_PER_RANK = 4
@@ -281,8 +282,10 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
         # A failed run without a known error line is remembered by its first line (`exit_only`):
         # what failed, not why; it ranks with the open work, after the user's constraints (tune,
         # no model: 8k 340 -> 343, constraints +3, errors -1; 16k, 32k equal).
+        # A long run's further lines (ErrorFact.further) only where every other fact left room.
         critical.append(Bullet(f"{t['unresolved']}:", subs=subs, rank=RANK_OPEN_ERROR, group=True,
-                               sub_ranks=[RANK_OPEN_WORK if e.exit_only else RANK_OPEN_ERROR for e in unresolved]))
+                               sub_ranks=[RANK_SPARE if e.further else RANK_OPEN_WORK if e.exit_only else RANK_OPEN_ERROR
+                                          for e in unresolved]))
     if resolved:
         subs = []
         fixes: set[str] = set()  # dense: a run that fixed several errors is named at the first only
@@ -294,7 +297,8 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
             fix = f"{by}{where([e.resolved_by])}"  # dense: the heading says it was fixed; the fix's id is left out
             # Where it failed, as for an open error: the frame a fix went to (tune, no model: 16k +1, 32k +1).
             subs.append(f"{err(e.text)}{at(e)} — {t['resolved_by']}{fix}" if fix else f"{err(e.text)}{at(e)}")
-        critical.append(Bullet(f"{t['resolved']}:", subs=subs, rank=RANK_RESOLVED, group=True))
+        critical.append(Bullet(f"{t['resolved']}:", subs=subs, rank=RANK_RESOLVED, group=True,
+                               sub_ranks=[RANK_SPARE if e.further else RANK_RESOLVED for e in resolved]))
     if ledger.tallies:
         n = len(ledger.tallies)
         critical.append(Bullet(f"{t['tallies']}:", subs=[
@@ -575,6 +579,8 @@ def _units(sections: dict[str, Section]) -> list[_Unit]:
                     pos = len(b.subs) - 1 - k if b.newest_last else k
                     if not b.group:  # an edit snippet (one short list per file) is never among the first of its rank
                         pos += FIRST_PER_RANK + j
+                    if ranks[k] >= RANK_SPARE:
+                        pos += FIRST_PER_RANK
                     units.append(_Unit((si, bi, j, k), [f"  - {sub}"], (ranks[k], pos, si),
                                        None if b.group else (si, bi, j)))
     return units
