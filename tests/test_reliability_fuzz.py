@@ -90,8 +90,11 @@ def pairs_intact(chat: list[dict[str, Any]]) -> bool:
     return True
 
 
-FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                            HealthCheck.data_too_large])
+# Derandomized unless FULL: the share of real compactions is a property of the draw, and one CI
+# draw of 60 gave 13 compactions against the 15 asked; a fixed draw keeps `make test` reproducible,
+# and the FULL run (1,000 examples) explores freshly each time.
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=not FULL,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
 @FUZZ
