@@ -426,7 +426,7 @@ def plot(real: dict[str, Any], path: Path, title: str) -> None:
     import matplotlib.pyplot as plt
 
     halves = real.get("halves") or {"all": {"aggregate": real["aggregate"], "cases": real["cases"]}}
-    fig, axes = plt.subplots(1, len(halves), figsize=(9 * len(halves), 5), squeeze=False)
+    fig, axes = plt.subplots(1, len(halves), figsize=(9 * len(halves), 6), squeeze=False)
     colors = {"compactd-no-model": "tab:blue", "masking": "tab:orange", "compactd": "tab:green",
               "naive-150w": "tab:gray", "template": "tab:purple", "agent-summary": "tab:red"}
     windows = sorted({int(k.partition("@")[2]) for h in halves.values() for k in h["aggregate"] if "@" in k})
@@ -449,7 +449,7 @@ def plot(real: dict[str, Any], path: Path, title: str) -> None:
         axis.set_ylim(0, 1.05)
         axis.set_title(f"{split} half: {len(half['cases'])} transcripts", fontsize=9)
         if shown:
-            axis.legend(fontsize=6, ncol=2, loc="lower left")
+            axis.legend(fontsize=6, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.07))  # under the bars, not on them
     axes[0][0].set_ylabel("expected facts kept (a refusal keeps none)")
     save_figure(fig, path, title)
 
