@@ -15,7 +15,9 @@ worker/formats/_common.py): a command the user ran itself (`!cmd`, meta "shell_c
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 from typing import Any
 
 from ..session import Message
@@ -73,7 +75,6 @@ EDITOR_EDIT_COMMANDS = {"str_replace", "insert", "undo_edit", "edit", "replace"}
 EDITOR_READ_COMMANDS = {"view"}
 # Programs whose exit status 1 means "no match / differs", not failure.
 EXIT_1_OK_PROGRAMS = {"grep", "egrep", "fgrep", "rg", "ag", "diff", "cmp", "test", "["}
-# A harness's own markup around injected content (`<system-reminder>`): not part of an error line.
 # A shell command that only prints source or documentation files (`sed -n '1,240p' SKILL.md`,
 # `cat src/x.ts | head`) shows their content, as a read tool does: an error line in it (a README's
 # example, a test's expected output) is not what the run printed. A log (`.log`, `.output`,
@@ -85,6 +86,7 @@ CONTENT_EXTENSIONS = frozenset({
     "lua", "zig", "dart", "gradle", "xml", "tf", "nix",
 })
 PRINTERS = READ_COMMANDS | {"sed"}  # they report their own failures as `prog: message` on stderr (POSIX utilities)
+# A harness's own markup around injected content (`<system-reminder>`): not part of an error line.
 MARKUP_TAG_RE = re.compile(r"</?[A-Za-z][\w-]*>")
 # Argument names of a search/replace edit, per agent.
 EDIT_KEYS = (("old_str", "new_str"), ("old_string", "new_string"), ("search", "replace"), ("old", "new"))
@@ -154,8 +156,8 @@ def _call_files(name: str, args: dict[str, Any], cwds: list[str]) -> list[tuple[
     return [(normalize_path(p, cwds), a) for p, a in files]
 
 
-def _set_errors(action: Action, findings: list[tuple[str, str | None]],
-                further: list[tuple[str, str | None]] = ()) -> None:
+def _set_errors(action: Action, findings: Sequence[tuple[str, str | None]],
+                further: Sequence[tuple[str, str | None]] = ()) -> None:
     action.errors = [text for text, _ in findings]
     action.further_errors = [text for text, _ in further]
     action.error_at = {text: at for text, at in [*findings, *further] if at}
@@ -163,10 +165,9 @@ def _set_errors(action: Action, findings: list[tuple[str, str | None]],
 
 def _prints_content(action: Action) -> bool:
     """Does this shell command only print source or documentation files (CONTENT_EXTENSIONS)?"""
-    reads = [path for path, what in action.files if what == "read"]
-    return (bool(action.command) and only_looks(action.command or "") and len(reads) == len(action.files) > 0
-            and all(path.rsplit("/", 1)[-1].rpartition(".")[2].lower() in CONTENT_EXTENSIONS
-                    and "." in path.rsplit("/", 1)[-1] for path in reads))
+    return (bool(action.command and only_looks(action.command)) and bool(action.files)
+            and all(what == "read" and PurePosixPath(path).suffix[1:].lower() in CONTENT_EXTENSIONS
+                    for path, what in action.files))
 
 
 def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]) -> None:
