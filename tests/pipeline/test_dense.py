@@ -17,6 +17,7 @@ from worker.pipeline.checkpoint import (
     progress_section,
     render_summary,
     said_once,
+    shared_evidence,
 )
 
 
@@ -109,3 +110,23 @@ def test_a_fixed_error_keeps_where_it_failed() -> None:
         assert ("`AssertionError [ERR_ASSERTION]: Expected values to be strictly equal:` "
                 "`at Object.runReviewCommandTests (src/commands/review/review.test.js:751:20)` — resolved by") in body
 
+
+
+def test_requests_one_commit_finished_share_one_bullet() -> None:
+    """Eight requests done by one commit: the evidence is said once, after their ids, and the
+    merge can be applied again (fit_dense applies it before and after the fit)."""
+    facts = ledger()
+    requests = ["Migrate the context guide", "Migrate the security guide", "Add a changelog entry"]
+    facts.user_instructions = [UserInstruction(f"m{20 + i}", r) for i, r in enumerate(requests[:2])]
+    commit = "commit `a09bda4` `docs(guides): migrate the guides` (m30)"
+    state = WorkState(done=[WorkItem(r, [commit], f"m{20 + i}") for i, r in enumerate(requests)]
+                      + [WorkItem("Fix the typo", ["`pytest -q` → `3 passed`"], "m31")])
+    normal = {**ledger_sections(facts, "en"), "Progress": progress_section(state, "en")}
+    dense = {**normal, **ledger_sections(facts, "en", dense=True)}
+    whole = count(render_summary(normal, "en"))
+    _, tight, n = fit_dense(normal, "en", whole - 20, count, dense=dense)
+    assert n <= whole - 20 and tight.count("a09bda4") == 1
+    assert f"- m20; m21; Add a changelog entry (m22) — evidence: {commit}" in tight  # quoted ones by id
+    assert "- Fix the typo (m31) — evidence: `pytest -q` → `3 passed`" in tight  # its own evidence: alone
+    once = shared_evidence(said_once(dense))
+    assert shared_evidence(said_once(once)) == once

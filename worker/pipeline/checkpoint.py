@@ -508,6 +508,31 @@ def said_once(sections: dict[str, Section]) -> dict[str, Section]:
     return {**sections, "Progress": replace(progress, blocks=blocks)}
 
 
+def shared_evidence(sections: dict[str, Section]) -> dict[str, Section]:
+    """Progress with the items of one list that cite the same evidence (eight requests done by one
+    commit) said as one bullet: their heads, then the evidence once (ids once, issue 22). Run after
+    said_once; the merged bullet is a plain one, so both can be applied again."""
+    progress = sections.get("Progress")
+    if progress is None:
+        return sections
+    blocks = []
+    for block in progress.blocks:
+        by_evidence: dict[str, list[WorkItemBullet]] = {}
+        for b in block.bullets:
+            if isinstance(b, WorkItemBullet):
+                by_evidence.setdefault(b.evidence, []).append(b)
+        out: list[Bullet] = []
+        for b in block.bullets:
+            same = by_evidence.get(b.evidence, []) if isinstance(b, WorkItemBullet) else []
+            if len(same) < 2:
+                out.append(b)
+            elif b is same[0]:
+                heads = [x.text.removesuffix(f" — {x.evidence}") for x in same]
+                out.append(Bullet(f"{'; '.join(heads)} — {b.evidence}", rank=min(x.rank for x in same)))
+        blocks.append(replace(block, bullets=out))
+    return {**sections, "Progress": replace(progress, blocks=blocks)}
+
+
 def fit_dense(sections: dict[str, Section], lang: str, limit: int, count: Callable[[str], int],
               session_id: str = "<session>", *, reference_prefix: bool = True,
               dense: dict[str, Section] | None = None, cite_ids: bool = True) -> tuple[dict[str, Section], str, int]:
@@ -521,7 +546,7 @@ def fit_dense(sections: dict[str, Section], lang: str, limit: int, count: Callab
         return render_summary(secs, lang, reference_prefix=reference_prefix)
 
     def once(secs: dict[str, Section]) -> dict[str, Section]:
-        return said_once(secs) if cite_ids else secs
+        return shared_evidence(said_once(secs) if cite_ids else secs)
 
     if dense is not None and count(render(sections)) > limit:
         # The items are costed as said once (as if each quote stays), and said once again after the fit.
