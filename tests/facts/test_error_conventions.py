@@ -21,6 +21,7 @@ from worker.facts.output import (
     first_meaningful_line,
     is_project_path,
     only_summaries,
+    output_excerpt,
 )
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "error_conventions"
@@ -712,3 +713,12 @@ def test_oxlint_miette_report_and_pnpm_lifecycle_failure():
     assert only_summaries(["Found 0 warnings and 3 errors.", "[ELIFECYCLE] Command failed with exit code 1."])
     # A line that opens with `x ` but has no miette snippet under it is no diagnostic.
     assert error_lines("x marks the spot\nnothing here\n") == []
+
+
+def test_a_background_run_notice_is_the_harness_not_the_output():
+    # cc-cipherbox_2095544c (tune half): Claude Code answers a `run_in_background` Bash call with its
+    # own notice; the server's output is in the file it names, read by a later command.
+    notice = ("Command running in background with ID: bad6bb9. Output is being written to: "
+              "/private/tmp/claude-501/-Users-michael-Code-cipher-box/tasks/bad6bb9.output")
+    assert output_excerpt(notice) is None and first_meaningful_line(notice) is None
+    assert output_excerpt("Server ready on :3000\n" + notice) == "Server ready on :3000"

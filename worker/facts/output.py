@@ -86,10 +86,15 @@ PROGRESS = r"mise \S+@\S+\s+(?:\[\d+/\d+\]|✓)|go: downloading \S"
 # `Wall time 0.3 seconds` / `Output:` (codex-rs code-mode).
 CODEX_ENVELOPE = (r"Chunk ID: \w+$|Wall time:? [\d.]+ seconds$|Script completed$|Process running with session ID \S+$"
                   r"|Original token count: \d+$|Total output lines: \d+$|Output:$")
+# Claude Code's Bash tool appends, to a command it runs in the background, where its output goes
+# (`Command running in background with ID: b3d53de. Output is being written to: …`, or `Command
+# was manually backgrounded by user with ID: …`; its tool_result builder, 2.1.197): the harness's
+# notice, as Codex's `Process running with session ID`, not the command's output.
+CLAUDE_CODE_ENVELOPE = r"Command (?:running in background|was manually backgrounded by user) with ID: \S+?\. "
 NOISE_LINE_RE = re.compile(
     r"^(?:>|\$ |bash-\$|\(Open file: |\(Current directory: |Debugger attached\.|Waiting for the debugger"
     r"|For help, see: |\(Use `node --trace-warnings|Your command ran successfully|" + SHELL_ENVELOPE_NONE
-    + "|" + CODEX_ENVELOPE + "|" + PROGRESS + ")")
+    + "|" + CODEX_ENVELOPE + "|" + CLAUDE_CODE_ENVELOPE + "|" + PROGRESS + ")")
 # Exit status as agents print it: Claude Code `Exit code 1`, pi `Command exited with code 1`,
 # Codex `Exit code: 1` / `Process exited with code 1`, Gemini CLI and Qwen Code `Exit Code: 1`,
 # plain `exit status 1`.
