@@ -177,8 +177,11 @@ def test_pnpm_error_codes_with_their_message():
     # pnpm/pnpm crates/cli/src/cli_args/dedupe/tests.rs: pnpm 11's bracketed form.
     assert error_lines(read("pnpm_dedupe_check.txt")) == [
         "[ERR_PNPM_DEDUPE_CHECK_ISSUES] Dedupe --check found changes to the lockfile"]
-    # crates/cli/tests/suite/snapshots/suite__init__should_throw_on_existing_file.snap (miette, via `Error:`)
-    assert error_lines(read("pnpm_init_exists.txt")) == ["Error: ERR_PNPM_PACKAGE_JSON_EXISTS"]
+    # crates/cli/tests/suite/snapshots/suite__init__should_throw_on_existing_file.snap: the code (`Error:`),
+    # then miette's report of it, kept with its cause (the miette row).
+    assert error_findings(read("pnpm_init_exists.txt")) == [
+        ("Error: ERR_PNPM_PACKAGE_JSON_EXISTS", None),
+        ("initialize package.json", "╰─▶ package.json file already exists")]
 
 
 def test_jest_keeps_the_matcher_hint_expected_received_then_the_test_name():
@@ -722,3 +725,32 @@ def test_a_background_run_notice_is_the_harness_not_the_output():
               "/private/tmp/claude-501/-Users-michael-Code-cipher-box/tasks/bad6bb9.output")
     assert output_excerpt(notice) is None and first_meaningful_line(notice) is None
     assert output_excerpt("Server ready on :3000\n" + notice) == "Server ready on :3000"
+
+
+def test_miette_report_is_kept_with_its_cause():
+    # uv's resolver: the `× message` says what failed, the `╰─▶` cause why.
+    assert error_findings(read("uv_no_solution.txt")) == [(
+        "No solution found when resolving dependencies:",
+        "╰─▶ Because anyio was not found in the package registry and your project depends on anyio, we can "
+        "conclude that your project's requirements are unsatisfiable.")]
+    assert error_lines("× not a report without its cause\nplain text") == []
+
+
+def test_terraform_diagnostic_box_with_its_range():
+    assert error_findings(read("opentofu_diagnostic_error.txt")) == [("Error: Some error", "on source.tf line 1:")]
+
+
+def test_vstest_failed_test_with_its_message():
+    assert error_lines(read("vstest_failed_xunit.txt")) == [
+        "Failed WindowLogger.Presentation.Tests.Forms.MainFormTests.RefreshActivityGrid_WithActivities_ShouldDisplayData"
+        " Expected dataSource not to be <null>.",
+        "Failed WindowLogger.Presentation.Tests.Forms.MainFormTests.RefreshActivityGrid_WithEmptyLog_ShouldDisplayCorrectly"
+        " Expected dataSource not to be <null>."]
+    assert error_lines("  Passed WindowLogger.Tests.Constructor_ShouldInitializeFormCorrectly [12 ms]") == []
+
+
+def test_libtest_failures_and_a_rust_panic_with_its_message():
+    # Rust 1.73+ prints the panic's message under its location; the failed tests' lines come after.
+    assert error_lines(read("libtest_failed.txt")) == [
+        "thread 'main' panicked at $DIR/test-panic-abort.rs:34:5: assertion failed: `(1 + 1 == 5)`",
+        "test it_exits ... FAILED", "test it_fails ... FAILED"]

@@ -252,6 +252,13 @@ def _biome_message(lines: Lines, i: int) -> str | None:
     return _ahead(lines, i, 3, lambda _raw, line: line.startswith(("×", "✖", "!", "i ")))
 
 
+# miette's cause chain under a `× message`: `╰─▶ cause`, `├─▶` for each but the last (miette
+# GraphicalReportHandler render_causes).
+MIETTE_CAUSE_RE = re.compile(r"^[╰├]─▶ \S")
+# Terraform's / OpenTofu's diagnostic box: `│ Error: summary`, `│`, then `│   on main.tf line 12, in
+# resource "x" "y":` (internal/command/format/diagnostic.go: "  on %s line %d%s:").
+TF_RANGE_RE = re.compile(r"^│\s+on \S.* line \d+(?:, in .+)?:$")
+TF_RANGE_LOOKAHEAD = 3
 # miette's graphical report (oxlint's default output): `× message` (`x` in its ASCII theme, when
 # not writing to a terminal), then the source snippet's header `╭─[file:line:col]` (`,-[…]`).
 MIETTE_SNIPPET_RE = re.compile(r"^(?:╭─|,-)\[(\S+:\d+:\d+)\]$")
@@ -503,6 +510,30 @@ def _vitest_failed_module(lines: Lines, i: int) -> bool:
     return any(VITEST_MODULE_RE.match(line) for _, line in lines[:i])
 
 
+def _panic_message(lines: Lines, i: int) -> str | None:
+    """Rust 1.73+: the panic's message on the line under `thread 'main' panicked at file:line:col:`."""
+    return _next_line(lines, i) if lines[i][1].endswith(":") else None
+
+
+def _miette_cause(lines: Lines, i: int) -> str | None:
+    """The `╰─▶ cause` (`├─▶` where more follow) right under a miette `× message`."""
+    return _ahead(lines, i, 1, lambda _raw, line: bool(MIETTE_CAUSE_RE.match(line)))
+
+
+def _diagnostic_range(lines: Lines, i: int) -> str | None:
+    """The `on main.tf line 12, in resource "x" "y":` a Terraform diagnostic box names, within the box."""
+    line = _ahead(lines, i, TF_RANGE_LOOKAHEAD, lambda _raw, line: bool(TF_RANGE_RE.match(line)),
+                  lambda _raw, line: not line.startswith("│"))
+    return line.removeprefix("│").strip() if line else None
+
+
+def _vstest_message(lines: Lines, i: int) -> str | None:
+    """The first line under the `Error Message:` banner that follows a VSTest `Failed …` line."""
+    if i + 2 < len(lines) and lines[i + 1][1] == "Error Message:":
+        return lines[i + 2][1]
+    return None
+
+
 def _edit_string(lines: Lines, i: int) -> str | None:
     """Claude Code's `String: <old_string>` line under its edit refusal: which text was not found."""
     return _ahead(lines, i, 1, lambda _raw, line: line.startswith("String: "))
@@ -676,7 +707,25 @@ CONVENTIONS: tuple[Convention, ...] = (
                "an overload's preamble (`The last overload gave the following error.`, TS2770/TS2772) kept with it",
                message=_tsc_chain),
     Convention("rust panic", _rx(r"^thread '.*' panicked at "),
-               "Rust std: `thread 'main' panicked at src/main.rs:9:5:` (std/src/panicking.rs default hook)"),
+               "Rust std: `thread 'main' panicked at src/main.rs:9:5:` and, from Rust 1.73, the message on the "
+               "next line (std/src/panicking.rs default_hook: `thread '{name}' panicked at {location}:\\n{msg}`)",
+               message=_panic_message),
+    Convention("libtest failure", _rx(r"^test \S+(?: - should panic)? \.\.\. FAILED$"),
+               "Rust's test harness under `cargo test`: `test name ... FAILED` per failed test (library/test/src/"
+               "formatters/pretty.rs: `test {} ... ` then `FAILED`)", heading=True),
+    Convention("miette", _rx(r"^× (\S.*)$"),
+               "miette's graphical report, as uv prints its errors: `× message`, then `╰─▶ cause` (miette "
+               "GraphicalReportHandler; uv's crates/uv/src/lib.rs sets the hook, uv-resolver error.rs `No solution "
+               "found when resolving dependencies:`); kept with its cause", at=_miette_cause,
+               when=lambda lines, i: _miette_cause(lines, i) is not None),
+    Convention("terraform", _rx(r"^│ (Error: \S.*)$"),
+               "Terraform's and OpenTofu's diagnostic box: `╷`, `│ Error: summary`, `│   on main.tf line 12, in "
+               "resource …:` (internal/command/format/diagnostic.go); kept with that range", at=_diagnostic_range),
+    Convention("vstest failure", _rx(r"^(Failed \S+) \[[\d.]+ (?:ms|s|m|h)\]$"),
+               "`dotnet test` (VSTest's console logger): `Failed Namespace.Class.Test [12 ms]`, then `Error Message:` "
+               "and the message (microsoft/vstest src/vstest.console/Resources/Resources.resx FailedTestIndicator, "
+               "ErrorMessageBanner; ConsoleLogger.cs); kept without its duration, with the message's first line",
+               message=_vstest_message),
     Convention("git", _rx(r"(?:^|: )fatal: \S"), "git's die(): `fatal: msg` (usage.c), also quoted inside a wrapper's message"),
     Convention("error cause", _rx(r"^(?:\d+: )?(?!--- std(?:out|err)$|cargo::?[\w-]+(?:=|$))(\S.*)$"),
                "anyhow's report of an error returned from main: `Error: msg`, a blank line, `Caused by:` and the "
