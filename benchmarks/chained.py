@@ -46,7 +46,7 @@ MIN_COMPACTIONS = 2  # a chain of one compaction has nothing to carry
 RETRY_SHARE = 0.10  # after a refusal, the next try waits for this share of usable more (the loop guard's own)
 RULES = ("kept: the fact's key is in the last checkpoint's ledger. Keys: a file's path, an error's line (resolved "
          "or not: a later pass resolves it, the line stays), a command's text (a re-run updates its status), a "
-         "commit, a branch, a quoted user message. No longer true, and not counted: a test tally that a newer tally "
+         "commit, a branch, a pull request's number, a quoted user message. No longer true, and not counted: a test tally that a newer tally "
          "of the same command replaced (the ledger keeps only the latest test results). Nothing else is excused.")
 
 
@@ -59,6 +59,7 @@ def ledger_keys(ledger: dict[str, Any]) -> dict[str, set[str]]:
         "tallies": {_tally_key(t) for t in ledger.get("tallies", [])},
         "commits": {c.get("sha") or c["text"] for c in ledger.get("commits", [])},
         "branches": {b["name"] for b in ledger.get("branches", [])},
+        "pull_requests": {f"#{p['number']}" for p in ledger.get("pull_requests", [])},
         "user": {u["message_id"] for u in ledger.get("user_instructions", [])},
     }
 

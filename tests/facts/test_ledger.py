@@ -257,6 +257,32 @@ def test_commits_and_branches():
     assert "`3bb8701` `Fix rounding`" in md and "`fix-rounding` (current)" in md
 
 
+def test_pull_requests_gh_opened_and_merged():
+    """`gh pr create` prints the new pull request's URL (cc-lockcodemanager, tune half, with git's
+    warning above it); `gh pr merge` its confirmation (cli/cli pkg/cmd/pr/merge/merge_test.go, MIT);
+    a failed create names nothing. The checkpoint says `#N` as the agent and the user write it."""
+    b = Builder()
+    b.bash('gh pr create --title "docs: clarify scheduler-component limitation is condition-entity-only" '
+           '--body "$(cat <<\'EOF\'\n## Summary\nEOF\n)"',
+           "Warning: 1 uncommitted change\nhttps://github.com/raman325/lock_code_manager/pull/1131")
+    b.bash('gh pr create --title "again"', "a pull request for branch \"docs\" into branch \"master\" already "
+           "exists:\nhttps://github.com/raman325/lock_code_manager/pull/1131\nExit code 1", True)
+    b.bash("gh pr merge 3 --squash", "✓ Squashed and merged pull request OWNER/REPO#3 (The title of the PR)")
+    b.bash("gh pr view 1131", "title:\tdocs: clarify\nurl:\thttps://github.com/raman325/lock_code_manager/pull/1131")
+    ledger = extract_ledger(b.messages)
+    assert [(p.number, p.state, p.title, p.url) for p in ledger.pull_requests] == [
+        (1131, "opened", "docs: clarify scheduler-component limitation is condition-entity-only",
+         "https://github.com/raman325/lock_code_manager/pull/1131"),
+        (3, "merged", "The title of the PR", None)]
+    md = render_markdown(ledger)
+    assert ("#1131 `docs: clarify scheduler-component limitation is condition-entity-only` — opened "
+            "(" in md and "https://github.com/raman325/lock_code_manager/pull/1131)" in md)
+    assert "#3 `The title of the PR` — merged" in md
+    assert Ledger.from_dict(json.loads(json.dumps(ledger.to_dict()))).pull_requests == ledger.pull_requests
+    dense = ledger_sections(ledger, "en", dense=True)["Critical Context"].body()
+    assert "  - #1131 — opened\n" in dense and "pull/1131" not in dense  # the number only, on a tight budget
+
+
 def test_a_session_of_many_branches_keeps_main_and_shows_the_newest():
     # A session that visits many PR branches (cc-lockcodemanager, tune: eight dependabot branches) must
     # not evict the branch it came from: five chained compactions at 32k lost `main` at a bound of 5.

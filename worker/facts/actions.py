@@ -28,6 +28,8 @@ from .output import (
     CANCELLED_CALL_RE,
     COMMIT_OUTPUT_RE,
     EXIT_CODE_RE,
+    PR_MERGED_RE,
+    PR_URL_RE,
     SWE_CWD_RE,
     SWE_FILE_HEADER_RE,
     error_findings,
@@ -43,6 +45,8 @@ from .output import (
 from .shell import (
     BRANCH_CMD_RE,
     COMMAND_MAX_CHARS,
+    GH_PR_CMD_RE,
+    GH_PR_TITLE_RE,
     GIT_COMMIT_CMD_RE,
     READ_COMMANDS,
     clean_tool_path,
@@ -116,6 +120,7 @@ class Action:
     test_ids: list[str] = field(default_factory=list)
     commits: list[tuple[str | None, str, str | None]] = field(default_factory=list)  # (sha, subject, branch)
     branches: list[str] = field(default_factory=list)
+    pull_requests: list[tuple[int, str, str | None, str | None]] = field(default_factory=list)  # (number, state, title, url)
     edit: tuple[str, str] | None = None  # (old text, new text) of a search/replace edit
 
     @property
@@ -237,9 +242,21 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
         subject = commit_subject(action.command)
         if subject:
             action.commits.append((None, subject, None))
+    if action.command and not failed:
+        action.pull_requests = _pull_requests(action.command, output)
     if action.command:
         action.branches += [a or b for a, b in BRANCH_OUTPUT_RE.findall(output)]
         action.branches += [sha_branch for _, _, sha_branch in action.commits if sha_branch]
+
+
+def _pull_requests(command: str, output: str) -> list[tuple[int, str, str | None, str | None]]:
+    """The pull requests a `gh pr create` opened (its URL) or a `gh pr merge` merged (its line)."""
+    verbs = set(GH_PR_CMD_RE.findall(command))
+    title = GH_PR_TITLE_RE.search(command) if "create" in verbs else None
+    opened = [(int(m.group(1)), "opened", title and (title.group(1) or title.group(2)), m.group(0))
+              for m in PR_URL_RE.finditer(output)] if "create" in verbs else []
+    merged = [(int(n), "merged", t, None) for n, t in PR_MERGED_RE.findall(output)] if "merge" in verbs else []
+    return opened[-1:] + merged  # create prints the new one's URL last (a warning may name another)
 
 
 def _edit_pair(args: dict) -> tuple[str, str] | None:

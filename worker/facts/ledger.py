@@ -2,7 +2,7 @@
 
 A small summarizer loses exact error lines and paths, so the pipeline owns them: the files
 read and changed, exact error lines, commands with their exit status, test tallies, commits,
-branches and the user's own words, each pointing at the message id(s) it came from, carried
+branches, pull requests and the user's own words, each pointing at the message id(s) it came from, carried
 verbatim across compactions (`extract_ledger(..., previous=...)`). The facts come from
 `worker.facts.actions`; here they are deduplicated, resolved (a passing re-run resolves an
 error), ranked and bounded so a carried ledger cannot grow without limit. Rendering them is
@@ -33,6 +33,7 @@ MAX_RESOLVED_ERRORS = 100  # fixed errors are history; the checkpoint's ranked b
 MAX_COMMANDS = 400
 MAX_TALLIES = 10  # only the latest test results matter for the state of the work
 MAX_COMMITS = 50  # the commits of a long session; the checkpoint shows the newest that fit
+MAX_PULL_REQUESTS = 20  # a session that opens more is a release train; the newest say where it stands
 MAX_BRANCHES = 10  # carried, not all shown (BRANCHES_SHOWN): a session of many PR branches must not evict `main`
 MAX_IDS_PER_FACT = 6  # first occurrence + the newest ones: enough to find it again
 EDITS_PER_FILE = 3  # the newest changes say what was fixed; older ones are in the history
@@ -186,6 +187,20 @@ class CommitFact:
 
 
 @dataclass
+class PullRequestFact:
+    number: int
+    state: str  # opened / merged: what the session last did to it
+    title: str | None = None
+    url: str | None = None
+    message_ids: list[str] = field(default_factory=list)
+    last_seq: int = 0
+
+    @property
+    def key(self) -> str:
+        return f"#{self.number}"
+
+
+@dataclass
 class BranchFact:
     name: str
     message_ids: list[str] = field(default_factory=list)
@@ -208,6 +223,7 @@ class Ledger:
     tallies: list[TallyFact] = field(default_factory=list)  # chronological
     commits: list[CommitFact] = field(default_factory=list)  # chronological
     branches: list[BranchFact] = field(default_factory=list)  # chronological; last is current
+    pull_requests: list[PullRequestFact] = field(default_factory=list)  # chronological
     user_instructions: list[UserInstruction] = field(default_factory=list)  # newest first
     user_instructions_omitted: int = 0  # older user messages left out by the budget
     seq: int = 0  # events folded in so far; new messages continue from here
@@ -229,6 +245,7 @@ class Ledger:
             tallies=build(TallyFact, data.get("tallies")),
             commits=build(CommitFact, data.get("commits")),
             branches=build(BranchFact, data.get("branches")),
+            pull_requests=build(PullRequestFact, data.get("pull_requests")),
             user_instructions=build(UserInstruction, data.get("user_instructions")),
             user_instructions_omitted=int(data.get("user_instructions_omitted") or 0),
             seq=int(data.get("seq") or 0),
@@ -509,6 +526,11 @@ def extract_ledger(messages: list[Message], previous: Ledger | None = None, *, c
             commit = _upsert(ledger.commits, sha or subject, lambda s=sha, t=subject, b=branch: CommitFact(t, s, b))
             _add_id(commit.message_ids, mid)
             commit.last_seq = max(commit.last_seq, seq)
+        for number, state, title, url in action.pull_requests:
+            pr = _upsert(ledger.pull_requests, f"#{number}", lambda n=number, st=state: PullRequestFact(n, st))
+            pr.state, pr.title, pr.url = state, title or pr.title, url or pr.url
+            _add_id(pr.message_ids, mid)
+            pr.last_seq = max(pr.last_seq, seq)
         for name in action.branches:
             _see_branch(ledger, name, mid, seq)
 
@@ -552,4 +574,5 @@ def extract_ledger(messages: list[Message], previous: Ledger | None = None, *, c
     ledger.tallies = sorted(ledger.tallies, key=lambda t: t.last_seq)[-MAX_TALLIES:]
     ledger.commits = sorted(ledger.commits, key=lambda c: c.last_seq)[-MAX_COMMITS:]
     ledger.branches = sorted(ledger.branches, key=lambda b: b.last_seq)[-MAX_BRANCHES:]
+    ledger.pull_requests = sorted(ledger.pull_requests, key=lambda p: p.last_seq)[-MAX_PULL_REQUESTS:]
     return ledger

@@ -1,4 +1,4 @@
-"""Tool output as facts: exact error lines, test tallies, exit codes, commits and branches.
+"""Tool output as facts: exact error lines, test tallies, exit codes, commits, branches, pull requests.
 
 Error lines come from one table, `CONVENTIONS`: each row is one tool's documented output format
 (Go's testing package, pytest, rustc, tsc, ...), cites where that format is defined, and keeps
@@ -139,6 +139,13 @@ EXUNIT_ID_RE = re.compile(r"^(test/\S+_test\.exs):\d+$")
 COMMIT_OUTPUT_RE = re.compile(r"^\[([\w./+-]+)(?: \(root-commit\))? ([0-9a-f]{7,40})\] (.+)$", re.MULTILINE)
 BRANCH_OUTPUT_RE = re.compile(
     r"^(?:On branch ([\w./+-]+)|Switched to (?:a new )?branch '([\w./+-]+)')$", re.MULTILINE)
+# What the GitHub CLI prints once a pull request exists or is merged: `gh pr create` its URL on
+# stdout (cli/cli pkg/cmd/pr/create/create.go, `fmt.Fprintln(opts.IO.Out, pr.URL)`), `gh pr merge`
+# `✓ Squashed and merged pull request owner/repo#65 (title)` (pkg/cmd/pr/merge/merge.go, `%s %s pull
+# request %s#%d (%s)`; before v2.x's repo name, `✓ Merged pull request #65 (title)`).
+PR_URL_RE = re.compile(r"https://github\.com/[\w.-]+/[\w.-]+/pull/(\d+)\b")
+PR_MERGED_RE = re.compile(r"^\W*(?:Merged|Squashed and merged|Rebased and merged) pull request (?:[\w.-]+/[\w.-]+)?#(\d+)"
+                          r" \((.*)\)$", re.MULTILINE)
 
 
 # ---------------------------------------------------------------------------- error lines

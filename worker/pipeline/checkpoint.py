@@ -73,6 +73,7 @@ FACT_LABELS = {
     "en": {
         "unresolved": "Unresolved errors", "resolved": "Resolved errors",
         "tallies": "Test results", "commands": "Commands", "commands_ok": "Commands (exit 0 unless shown)", "commits": "Commits", "branches": "Branches",
+        "pull_requests": "Pull requests", "opened": "opened", "merged": "merged",
         "from": "from", "resolved_by": "resolved by", "on": "on", "failed": "failed", "exit": "exit",
         "attempts": "attempts", "current": "current",
         "read": "read", "created": "created", "modified": "modified", "deleted": "deleted",
@@ -87,6 +88,7 @@ FACT_LABELS = {
     "zh": {
         "unresolved": "未解决的错误", "resolved": "已解决的错误",
         "tallies": "测试结果", "commands": "命令", "commands_ok": "命令（未注明者退出码为 0）", "commits": "提交", "branches": "分支",
+        "pull_requests": "拉取请求", "opened": "已创建", "merged": "已合并",
         "from": "来自", "resolved_by": "已由此解决", "on": "分支", "failed": "失败", "exit": "退出码",
         "attempts": "次尝试", "current": "当前",
         "read": "已读取", "created": "已创建", "modified": "已修改", "deleted": "已删除",
@@ -310,6 +312,11 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
             (f"{code(c.sha)} " if c.sha else "") + code(c.text) + (f" ({t['on']} {code(c.branch)})" if c.branch else "")
             + f" ({ids(c.message_ids[-1:])})" for c in ledger.commits], rank=RANK_CHANGED, group=True,
             newest_last=True))
+    if ledger.pull_requests:  # `#N` as the agent and the user name it; its title and URL where there is room
+        critical.append(Bullet(f"{t['pull_requests']}:", subs=[
+            f"#{p.number}" + (f" {code(p.title)}" if p.title and not dense else "") + f" — {t.get(p.state, p.state)}"
+            + where(p.message_ids[-1:], *([] if dense or not p.url else [p.url])) for p in ledger.pull_requests],
+            rank=RANK_CHANGED, group=True, newest_last=True))
     if ledger.branches:
         names = [code(b.name) for b in ledger.branches[-BRANCHES_SHOWN:]]
         names[-1] += f" ({t['current']})"
