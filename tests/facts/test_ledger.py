@@ -280,7 +280,8 @@ def test_pull_requests_gh_opened_and_merged():
     assert "#3 `The title of the PR` — merged" in md
     assert Ledger.from_dict(json.loads(json.dumps(ledger.to_dict()))).pull_requests == ledger.pull_requests
     dense = ledger_sections(ledger, "en", dense=True)["Critical Context"].body()
-    assert "  - #1131 — opened\n" in dense and "pull/1131" not in dense  # the number only, on a tight budget
+    # A tight budget: the number and the URL (which agents and users quote), not the title.
+    assert "  - #1131 — opened (https://github.com/raman325/lock_code_manager/pull/1131)\n" in dense
 
 
 def test_a_session_of_many_branches_keeps_main_and_shows_the_newest():

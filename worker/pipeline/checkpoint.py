@@ -312,10 +312,10 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
             (f"{code(c.sha)} " if c.sha else "") + code(c.text) + (f" ({t['on']} {code(c.branch)})" if c.branch else "")
             + f" ({ids(c.message_ids[-1:])})" for c in ledger.commits], rank=RANK_CHANGED, group=True,
             newest_last=True))
-    if ledger.pull_requests:  # `#N` as the agent and the user name it; its title and URL where there is room
+    if ledger.pull_requests:  # `#N` and the URL, as the agent and the user name it; its title where there is room
         critical.append(Bullet(f"{t['pull_requests']}:", subs=[
             f"#{p.number}" + (f" {code(p.title)}" if p.title and not dense else "") + f" — {t.get(p.state, p.state)}"
-            + where(p.message_ids[-1:], *([] if dense or not p.url else [p.url])) for p in ledger.pull_requests],
+            + where(p.message_ids[-1:], *([p.url] if p.url else [])) for p in ledger.pull_requests],
             rank=RANK_CHANGED, group=True, newest_last=True))
     if ledger.branches:
         names = [code(b.name) for b in ledger.branches[-BRANCHES_SHOWN:]]
