@@ -8,6 +8,7 @@ keeps, and that the noise around it (`--- FAIL: TestX`, `FAIL\tpkg\t0.01s`, `exi
 from __future__ import annotations
 
 import re
+import textwrap
 from pathlib import Path
 
 from worker.facts.output import (
@@ -754,3 +755,44 @@ def test_libtest_failures_and_a_rust_panic_with_its_message():
     assert error_lines(read("libtest_failed.txt")) == [
         "thread 'main' panicked at $DIR/test-panic-abort.rs:34:5: assertion failed: `(1 + 1 == 5)`",
         "test it_exits ... FAILED", "test it_fails ... FAILED"]
+
+
+def test_go_race_report_with_its_first_project_frame():
+    findings = error_findings(read("go_test_race.txt"))
+    assert ("WARNING: DATA RACE",
+            "/src/github.com/jstemmer/go-junit-report/testdata/src/race/race_test.go:9 +0x39") in findings
+    assert error_lines(read("go_test_race.txt"))[-1] == "--- FAIL: TestRace (0.00s)"  # the test it failed
+
+
+def test_jvm_uncaught_exception_without_its_thread():
+    assert error_findings(read("jvm_uncaught_cats_effect.txt")) == [
+        ("java.lang.Throwable: Boom!", "at Example$.$anonfun$program$5(Main.scala:23)")]
+
+
+def test_make_names_the_target_whose_recipe_failed():
+    out = read("make_error1.txt")
+    assert error_lines(out) == ["IndexError: list index out of range", "make: *** [results.txt] Error 1"]
+    assert only_summaries(["make: *** [results.txt] Error 1"])  # which run failed, not why
+
+
+def _snapshot_stderr(name: str) -> list[str]:
+    """The `stderr` strings of a Jest snapshot file: what the CLI printed."""
+    return re.findall(r'"stderr": "(.*?)",\n', read(name), re.S)
+
+
+def test_prettier_check_files_and_syntax_errors():
+    two, one = _snapshot_stderr("prettier_check_warn.snap")
+    assert error_lines(two) == ["[warn] unformatted.js", "[warn] unformatted2.js",
+                                "[warn] Code style issues found in 2 files. Run Prettier with --write to fix."]
+    assert error_lines(one)[0] == "[warn] unformatted.js"
+    (syntax,) = _snapshot_stderr("prettier_check_syntax_error.snap")
+    assert error_lines(syntax) == ["invalid-1.js: SyntaxError: Unexpected token (1:8)",
+                                   "invalid-2.js: SyntaxError: Unexpected token (1:8)"]
+    assert error_lines("[warn] src/a.ts\nDone in 2s") == []  # a `[warn] x` with no check summary under it
+
+
+def test_unittest_failure_report_names_each_test_after_its_error():
+    lines = error_lines(textwrap.dedent(read("python_unittest_subtests.txt")))
+    assert lines == ["AssertionError: 1 != 0", "FAIL: test_even (__main__.NumbersTest.test_even) (i=1)",
+                     "FAIL: test_even (__main__.NumbersTest.test_even) (i=3)",
+                     "FAIL: test_even (__main__.NumbersTest.test_even) (i=5)"]

@@ -68,8 +68,9 @@ CI_LOG_PREFIX_RE = re.compile(r"^[^\t\n]*\t[^\t\n]*\t\d{4}-\d\d-\d\dT[\d:.]+Z ")
 GHA_ANNOTATION_RE = re.compile(r"^##\[(?:error|warning)\]")
 # mise runs a task with its output lines prefixed by the task's name, `[lint:go] msg`, and ends a
 # failed one with `[lint:go] ERROR task failed` (mise's task.output "prefix"/"interleave"; names
-# are lowercase, `ns:task`); Maven's `[ERROR]` and NestJS's `[Nest]` are not task names.
-MISE_TASK_PREFIX_RE = re.compile(r"^\[[a-z][\w.-]*(?::[\w.-]+)*\] ")
+# are lowercase, `ns:task`); Maven's `[ERROR]` and NestJS's `[Nest]` are not task names, nor a
+# logger's level (`[warn] `, `[error] `: Prettier's CLI).
+MISE_TASK_PREFIX_RE = re.compile(r"^\[(?!(?:warn|error|info|debug)\] )[a-z][\w.-]*(?::[\w.-]+)*\] ")
 # Gemini CLI's and Qwen Code's run_shell_command envelope (docs/tools/shell.md: Command,
 # Directory, Output, Error, Exit Code, Signal, Background PIDs, Process Group PGID): a field
 # that is "(none)" says nothing happened.
@@ -259,6 +260,12 @@ def _biome_message(lines: Lines, i: int) -> str | None:
     return _ahead(lines, i, 3, lambda _raw, line: line.startswith(("×", "✖", "!", "i ")))
 
 
+# unittest's failure report opens each failed test with `separator1`, 70 `=` (Lib/unittest/runner.py).
+UNITTEST_SEPARATOR = "=" * 70
+# `prettier --check`: each unformatted file as `[warn] path`, then `[warn] Code style issues found in
+# 2 files. Run Prettier with --write to fix.` (prettier src/cli/format.js; the logger's `[warn] ` prefix).
+PRETTIER_CHECK_RE = re.compile(r"^\[warn\] Code style issues found in (?:the above file|\d+ files)\. Run Prettier\b")
+PRETTIER_FILES_LOOKAHEAD = 50  # the summary follows the file list
 # miette's cause chain under a `× message`: `╰─▶ cause`, `├─▶` for each but the last (miette
 # GraphicalReportHandler render_causes).
 MIETTE_CAUSE_RE = re.compile(r"^[╰├]─▶ \S")
@@ -541,6 +548,17 @@ def _vstest_message(lines: Lines, i: int) -> str | None:
     return None
 
 
+def _unittest_report(lines: Lines, i: int) -> bool:
+    """Is this `FAIL: …` line right under unittest's `separator1`, the row of 70 `=`?"""
+    return i > 0 and lines[i - 1][1] == UNITTEST_SEPARATOR
+
+
+def _prettier_unformatted(lines: Lines, i: int) -> bool:
+    """Is this `[warn] path` line one of the files a `prettier --check` summary below it counts?"""
+    return _ahead(lines, i, PRETTIER_FILES_LOOKAHEAD, lambda _raw, line: bool(PRETTIER_CHECK_RE.match(line)),
+                  lambda _raw, line: not line.startswith("[warn] ")) is not None
+
+
 def _edit_string(lines: Lines, i: int) -> str | None:
     """Claude Code's `String: <old_string>` line under its edit refusal: which text was not found."""
     return _ahead(lines, i, 1, lambda _raw, line: line.startswith("String: "))
@@ -717,6 +735,30 @@ CONVENTIONS: tuple[Convention, ...] = (
                "Rust std: `thread 'main' panicked at src/main.rs:9:5:` and, from Rust 1.73, the message on the "
                "next line (std/src/panicking.rs default_hook: `thread '{name}' panicked at {location}:\\n{msg}`)",
                message=_panic_message),
+    Convention("go race", _rx(r"^WARNING: DATA RACE$"),
+               "Go's race detector report: `WARNING: DATA RACE`, the two accesses' goroutine stacks, then "
+               "`testing.go:N: race detected during execution of test` (ThreadSanitizer's report as Go prints it; "
+               "go.dev/doc/articles/race_detector); kept with its first project frame", at=_go_panic_frame),
+    Convention("jvm uncaught", _rx(r'^Exception in thread "[^"]*" (\S.*)$'),
+               "The JVM's default handler for an uncaught exception: `Exception in thread \"main\" "
+               "java.lang.X: msg`, then the `at` frames (java.lang.ThreadGroup.uncaughtException); kept without the "
+               "thread, with its first project frame", at=_java_frame),
+    Convention("unittest failure", _rx(r"^(?:FAIL|ERROR): \S"),
+               "Python unittest's failure report: `separator1` (70 `=`), then `FAIL: test_x (module.Class.test_x)` "
+               "(Lib/unittest/runner.py TextTestResult.printErrorList; nose2 prints the same)",
+               heading=True, when=_unittest_report),
+    Convention("make", _rx(r"^make(?:\[\d+\])?: \*\*\* \S"),
+               "GNU make: `make: *** [Makefile:4: main] Error 1`, `make: *** No rule to make target 'x'.  Stop.` "
+               "(src/job.c `%s[%s: %s] Error %d%s%s` after `*** `, src/remake.c): which target failed",
+               summary=True),
+    Convention("prettier error", _rx(r"^\[error\] (\S+: \w*Error: .+)$"),
+               "Prettier's CLI on a file it cannot parse: `[error] file: SyntaxError: msg (1:8)`, then the code "
+               "frame, each line with the logger's `[error] ` prefix (src/cli/format.js handleError)"),
+    Convention("prettier check", _rx(r"^\[warn\] \S+$"),
+               "`prettier --check`: `[warn] path` for each unformatted file, above `[warn] Code style issues found "
+               "in 2 files. Run Prettier with --write to fix.` (src/cli/format.js)", when=_prettier_unformatted),
+    Convention("prettier summary", PRETTIER_CHECK_RE, "`prettier --check`'s closing count (src/cli/format.js)",
+               summary=True),
     Convention("libtest failure", _rx(r"^test \S+(?: - should panic)? \.\.\. FAILED$"),
                "Rust's test harness under `cargo test`: `test name ... FAILED` per failed test (library/test/src/"
                "formatters/pretty.rs: `test {} ... ` then `FAILED`)", heading=True),
