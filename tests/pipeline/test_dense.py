@@ -130,3 +130,15 @@ def test_requests_one_commit_finished_share_one_bullet() -> None:
     assert "- Fix the typo (m31) — evidence: `pytest -q` → `3 passed`" in tight  # its own evidence: alone
     once = shared_evidence(said_once(dense))
     assert shared_evidence(said_once(once)) == once
+
+
+def test_a_list_of_extras_with_none_shown_goes_whole():
+    """The agent's reports are extras: where the fit keeps none, their heading and `… N more` go too
+    (the left-out note counts them); a list that says `(none)` when empty keeps its heading."""
+    state = WorkState(done=[WorkItem("Fix the typo", ["`pytest -q` → `3 passed`"], "m31")],
+                      reports=[WorkItem("Done: " + "the long report. " * 40, [], "m40")])
+    normal = {**ledger_sections(ledger(), "en"), "Progress": progress_section(state, "en")}
+    whole = count(render_summary(normal, "en"))
+    _, tight, n = fit_dense(normal, "en", whole - 60, count)
+    assert n <= whole - 60 and "Reported by the agent" not in tight and "### Done" in tight
+    assert "Progress 1" in tight  # the left-out note counts the report

@@ -642,6 +642,8 @@ def _select(sections: dict[str, Section], kept: set[tuple[int, ...]], units: lis
                     dropped[name] = dropped.get(name, 0) + len(b.subs) - len(subs)
                     subs.append(MORE_NOT_SHOWN.format(n=len(b.subs) - len(subs)))
                 bullets_out.append(replace(b, subs=subs, sub_ranks=None))
+            if lost and not bullets_out and block.heading is not None and block.empty is None:
+                continue  # a list of extras (the agent's reports) with none shown: the left-out note counts it
             if lost:
                 bullets_out.append(Bullet(MORE_NOT_SHOWN.format(n=lost)))
             blocks.append(replace(block, bullets=bullets_out))
