@@ -130,6 +130,9 @@ def test_requests_one_commit_finished_share_one_bullet() -> None:
     assert "- Fix the typo (m31) — evidence: `pytest -q` → `3 passed`" in tight  # its own evidence: alone
     once = shared_evidence(said_once(dense))
     assert shared_evidence(said_once(once)) == once
+    # Where the fit left the quotes out, the shared bullet names the requests again.
+    unquoted = said_once({**once, "Constraints & Preferences": Section()})["Progress"].body()
+    assert f"- {requests[0]} (m20); {requests[1]} (m21); Add a changelog entry (m22) — evidence: {commit}" in unquoted
 
 
 def test_a_list_of_extras_with_none_shown_goes_whole():

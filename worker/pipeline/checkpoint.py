@@ -183,11 +183,23 @@ class WorkItemBullet(Bullet):
     request: str = ""
     names: str | None = None  # the (cited) id of the user message that asked for it
     evidence: str = ""  # `evidence: …`, labelled
+    quoted: bool = False  # the request is quoted under Constraints & Preferences, so its id names it
 
-    def worded(self, quoted: bool = False) -> str:
-        """Its text; `quoted`: the request is quoted above, so its id names it."""
-        head = self.names if quoted and self.names else f"{self.request}{f' ({self.names})' if self.names else ''}"
-        return f"{head} — {self.evidence}"
+    def head(self) -> str:
+        return self.names if self.quoted and self.names else f"{self.request}{f' ({self.names})' if self.names else ''}"
+
+    def worded(self) -> str:
+        return f"{self.head()} — {self.evidence}"
+
+
+@dataclass
+class SharedEvidenceBullet(Bullet):
+    """Progress items that cite one piece of evidence, in one bullet: their heads, then the evidence once."""
+
+    items: list[WorkItemBullet] = field(default_factory=list)
+
+    def worded(self) -> str:
+        return f"{'; '.join(i.head() for i in self.items)} — {self.items[0].evidence}"
 
 
 @dataclass
@@ -510,15 +522,21 @@ def said_once(sections: dict[str, Section]) -> dict[str, Section]:
               for b in block.bullets if b.quote}
 
     def short(b: Bullet) -> Bullet:
-        return replace(b, text=b.worded(b.names in quoted)) if isinstance(b, WorkItemBullet) else b
+        if isinstance(b, WorkItemBullet):
+            b = replace(b, quoted=b.names in quoted)
+        elif isinstance(b, SharedEvidenceBullet):
+            b = replace(b, items=[short(i) for i in b.items])
+        else:
+            return b
+        return replace(b, text=b.worded())
     blocks = [replace(block, bullets=[short(b) for b in block.bullets]) for block in progress.blocks]
     return {**sections, "Progress": replace(progress, blocks=blocks)}
 
 
 def shared_evidence(sections: dict[str, Section]) -> dict[str, Section]:
     """Progress with the items of one list that cite the same evidence (eight requests done by one
-    commit) said as one bullet: their heads, then the evidence once (ids once, issue 22). Run after
-    said_once; the merged bullet is a plain one, so both can be applied again."""
+    commit) said as one bullet, a SharedEvidenceBullet: their heads, then the evidence once (ids once,
+    issue 22). It keeps its items, so said_once words them again after a fit dropped a quote."""
     progress = sections.get("Progress")
     if progress is None:
         return sections
@@ -534,8 +552,8 @@ def shared_evidence(sections: dict[str, Section]) -> dict[str, Section]:
             if len(same) < 2:
                 out.append(b)
             elif b is same[0]:
-                heads = [x.text.removesuffix(f" — {x.evidence}") for x in same]
-                out.append(Bullet(f"{'; '.join(heads)} — {b.evidence}", rank=min(x.rank for x in same)))
+                shared = SharedEvidenceBullet("", rank=min(x.rank for x in same), items=same)
+                out.append(replace(shared, text=shared.worded()))
         blocks.append(replace(block, bullets=out))
     return {**sections, "Progress": replace(progress, blocks=blocks)}
 
@@ -642,7 +660,7 @@ def _select(sections: dict[str, Section], kept: set[tuple[int, ...]], units: lis
                     dropped[name] = dropped.get(name, 0) + len(b.subs) - len(subs)
                     subs.append(MORE_NOT_SHOWN.format(n=len(b.subs) - len(subs)))
                 bullets_out.append(replace(b, subs=subs, sub_ranks=None))
-            if lost and not bullets_out and block.heading is not None and block.empty is None:
+            if lost and not bullets_out and all(b.spare for b in block.bullets):
                 continue  # a list of extras (the agent's reports) with none shown: the left-out note counts it
             if lost:
                 bullets_out.append(Bullet(MORE_NOT_SHOWN.format(n=lost)))
