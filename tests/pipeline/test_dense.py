@@ -142,6 +142,23 @@ def test_a_list_of_extras_with_none_shown_goes_whole():
                       reports=[WorkItem("Done: " + "the long report. " * 40, [], "m40")])
     normal = {**ledger_sections(ledger(), "en"), "Progress": progress_section(state, "en")}
     whole = count(render_summary(normal, "en"))
-    _, tight, n = fit_dense(normal, "en", whole - 60, count)
-    assert n <= whole - 60 and "Reported by the agent" not in tight and "### Done" in tight
+    # the report's opening is ~75 tokens: leaving it out makes room for the left-out note (~60)
+    _, tight, n = fit_dense(normal, "en", whole - 10, count)
+    assert n <= whole - 10 and "Reported by the agent" not in tight and "### Done" in tight
     assert "Progress 1" in tight  # the left-out note counts the report
+
+
+def test_a_long_report_is_quoted_whole_only_in_the_room_left_at_the_end():
+    """A report longer than its opening is quoted by the opening; the rest is shown only where every
+    fact (and every other opening) went in and room is left, so it never costs a fact."""
+    closing = "Kept the old anchor because external links point at it."
+    report = "Done: renamed Intent to Policy. " + "The page now reads Policy everywhere. " * 12 + closing
+    state = WorkState(done=[WorkItem("Fix the typo", ["`pytest -q` → `3 passed`"], "m31")],
+                      reports=[WorkItem(report, [], "m40"), WorkItem("Short note.", [], "m41")])
+    normal = {**ledger_sections(ledger(), "en"), "Progress": progress_section(state, "en")}
+    openings = count(render_summary(normal, "en"))
+    _, roomy, _ = fit_dense(normal, "en", openings * 2, count)
+    assert closing in roomy and "Short note." in roomy and "Left out" not in roomy
+    _, tight, n = fit_dense(normal, "en", openings, count)
+    assert n <= openings and closing not in tight and "Done: renamed Intent to Policy." in tight
+    assert "Short note." in tight and "Left out" not in tight  # the rest went, nothing else did

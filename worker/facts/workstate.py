@@ -27,9 +27,9 @@ MAX_BLOCKED = 5
 REQUEST_TEXT_MAX_CHARS = 160  # the item names the request; the full text is in the ledger
 # What the agent told the user at the end of a turn ("Done: … merged as 7acea04, kept X because
 # Y"): its own account of outcomes and decisions, which a checkpoint without a model has no
-# other words for. The opening says it; the rest stays in the history.
+# other words for. The checkpoint shows its opening, and the rest where the facts leave room.
 MAX_REPORTS = 20  # newest first; they fill only the room the facts leave (tune, no model: 12 -> 20: 16k, 32k +1; 30 no more)
-REPORT_MAX_CHARS = 300  # tune half, no model: 300 kept 4 more facts than 600 at 16k, 5 at 32k
+REPORT_MAX_CHARS = 4_000  # longer is a document the agent wrote, which the history has (tune, no model: 32k 2,000 -> 4,000 +2)
 BLOCKED_MIN_ATTEMPTS = 2  # one failure is a step; the same failure twice with no fix is stuck
 # A sentence of a request that puts part of it off ("We'll handle active session … later."): when
 # the turn is Done, that part is not; it stays open work, in the user's words. "later" ends its
@@ -243,7 +243,7 @@ def derive_work_state(messages: list[Message], ledger: Ledger, *, cwd: str | Non
 
 def turn_reports(messages: list[Message]) -> list[WorkItem]:
     """The assistant's last words of each turn (its text before the user spoke again, or the
-    session ended), newest first, each cut to its opening."""
+    session ended), newest first, each cut to REPORT_MAX_CHARS."""
     out: list[WorkItem] = []
     last: Message | None = None
     for m in [*messages, None]:

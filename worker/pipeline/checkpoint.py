@@ -26,7 +26,7 @@ from typing import Any
 
 from ..facts.ledger import CommandFact, ErrorFact, Ledger, budget_user_instructions
 from ..facts.shell import cut_command, only_looks, sets_up
-from ..facts.text import CITED_COMMAND_MAX_CHARS, code, command_result, cut_middle, one_line
+from ..facts.text import CITED_COMMAND_MAX_CHARS, code, command_result, cut_end, cut_middle, one_line
 from ..facts.workstate import WorkItem, WorkState
 from .anchor import bounded
 from .stats import CheckpointAudit, CheckpointBudget, CheckpointTokens, Timings, Verification
@@ -115,12 +115,18 @@ RANK_DONE = 5  # finished work, runs that changed something (an install, a versi
 RANK_RESOLVED = 6  # fixed errors: history, and the fix is in Done and the files
 RANK_DETAIL = 7  # reads, older runs and tallies, edit snippets, the branch list
 RANK_SPARE = 8  # a long failing run's further error lines: only where every other fact left room
+RANK_REST = 9  # the rest of a quote past its opening (an agent's long report): in what is left at the very end
 # The first few items of every rank go in before the rest of any rank: a flood of one kind (a log
 # error repeated forty times, a long list of reads) must not starve the user's rules or the files.
 FIRST_PER_RANK = 4
 FIT_ROUNDS = 6  # re-fits when the token estimate of the kept items was short, or left slack
 FIT_MARGIN = 0.95  # fill only this share of the room the estimate sees: markers and rounding
 TOP_UP_SLACK = 0.01  # a fit that leaves more of its limit than this unused gets another round (tune: 8k 132 -> 140)
+# An agent's turn-end report is quoted by its opening (which names what was done), and whole where
+# every fact has gone in and room is left (its decisions and reasons). Tune half, no model: an
+# opening of 300 kept 4 more facts than 600 at 16k and 5 at 32k (more reports fit); the whole report
+# in the room left: 8k 554 -> 556, 16k 807 -> 809, 32k 829 -> 836.
+REPORT_OPENING_CHARS = 300
 EDIT_SNIPPET_MAX_CHARS = 260  # one line each side (as the ledger cuts them); older ledgers may hold longer
 LEFT_OUT = {
     "en": ("Left out to fit the budget: {what}. All of it is in the history: `compactd history search {sid} …` "
@@ -170,6 +176,7 @@ class Bullet:
     newest_last: bool = False  # subs are chronological: among equal ranks the newest go first
     path: str | None = None  # a Relevant Files bullet: its path, which `text` opens with as code (dense grouping)
     spare: bool = False  # only where the facts left room: never among the first FIRST_PER_RANK of its rank
+    more: list[str] = field(default_factory=list)  # the whole quote, shown instead of `quote` where room is left (RANK_REST)
 
     def lines(self) -> list[str]:
         return ([f"- {self.text}"] + [f"  > {line}" if line.strip() else "  >" for line in self.quote]
@@ -408,7 +415,9 @@ def progress_section(state: WorkState, lang: str = "en", cite: dict[str, str] | 
                                         + (f", {MORE_NOT_SHOWN.format(n=more)}" if more > 0 else ""),
                                         rank=RANK_OPEN_WORK))
     if state.reports:  # the agent's own words at its turns' ends, where the facts leave room (tune: 16k +3, 32k +4, 8k -3)
-        blocks.append(Block([Bullet(f"{cite.get(r.message_id, r.message_id)}:", quote=r.text.splitlines(),
+        blocks.append(Block([Bullet(f"{cite.get(r.message_id, r.message_id)}:",
+                                    quote=cut_end(r.text, REPORT_OPENING_CHARS).splitlines(),
+                                    more=r.text.splitlines() if len(r.text) > REPORT_OPENING_CHARS else [],
                                     rank=RANK_DETAIL, spare=True) for r in state.reports], heading=t["reports"]))
     return Section(blocks=blocks)
 
@@ -437,21 +446,31 @@ def fit_sections(sections: dict[str, Section], lang: str, limit: int, count: Cal
         def render(secs: dict[str, Section]) -> str:
             return render_summary(secs, lang, reference_prefix=reference_prefix)
     note = left_out or LEFT_OUT.get(lang, LEFT_OUT["en"])
+    whole = _whole(sections)
+    if whole != sections:  # a quote shown whole where everything fits
+        text = render(whole)
+        n = count(text)
+        if n <= limit:
+            return whole, text, n
     text = render(sections)
     n = count(text)
-    if n <= limit:
+    if n <= limit and whole == sections:
         return sections, text, n
     units = _units(sections)
+    # Where every opening fits, only the rest of some quotes is to choose.
+    given = {u.key for u in units if u.key[-1] != REST} if n <= limit else set()
     ratio = n / max(1, len(text))  # tokens per char of this summary: the estimate for one item
-    cost = {u.key: (len("\n".join(u.lines)) + 1) * ratio for u in units}
-    base = _select(sections, set(), units, lang, note, session_id)
+    cost = {u.key: u.chars * ratio for u in units}
+    base = _select(sections, given, units, lang, note, session_id)
     room = (limit - count(render(base))) * FIT_MARGIN
     fitted, text, n = base, render(base), 0
     best: tuple[dict[str, Section], str, int] | None = None
     for _ in range(FIT_ROUNDS):
-        kept: set[tuple[int, ...]] = set()
+        kept = set(given)
         left = room
         for u in sorted(units, key=_fill_order):
+            if u.key in given:
+                continue
             if u.needs is not None and u.needs not in kept:
                 continue  # an edit snippet without its file
             if cost[u.key] <= left:
@@ -605,15 +624,29 @@ def fit_dense(sections: dict[str, Section], lang: str, limit: int, count: Callab
 class _Unit:
     """One bullet or sub-bullet the budget can keep or leave out."""
 
-    key: tuple[int, ...]  # (section, block, bullet) or (section, block, bullet, sub)
-    lines: list[str]
+    key: tuple[int, ...]  # (section, block, bullet) or (section, block, bullet, sub or REST)
+    chars: int  # what it adds to the rendered text
     order: tuple[int, int, int]  # (rank, position in its list, section): fill order
     needs: tuple[int, ...] | None = None  # the bullet a sub belongs to, unless a group heading
+
+
+REST = -1  # a unit key's last part for the rest of a bullet's quote (`Bullet.more`)
+
+
+def _whole(sections: dict[str, Section]) -> dict[str, Section]:
+    """The sections with every quote whole (`Bullet.more` shown): what is rendered where all fits."""
+    return {name: replace(sec, blocks=[replace(block, bullets=[replace(b, quote=b.more or b.quote, more=[])
+                                                                for b in block.bullets]) for block in sec.blocks])
+            if name in DETERMINISTIC else sec for name, sec in sections.items()}
 
 
 def _fill_order(u: _Unit) -> tuple[int, int, int, int]:
     rank, pos, section = u.order
     return (pos >= FIRST_PER_RANK, rank, pos, section)
+
+
+def _chars(lines: list[str]) -> int:
+    return len("\n".join(lines)) + 1
 
 
 def _units(sections: dict[str, Section]) -> list[_Unit]:
@@ -623,7 +656,11 @@ def _units(sections: dict[str, Section]) -> list[_Unit]:
             for j, b in enumerate(block.bullets):
                 if not b.group:
                     pos = j + FIRST_PER_RANK if b.spare else j
-                    units.append(_Unit((si, bi, j), Bullet(b.text, b.quote).lines(), (b.rank, pos, si)))
+                    shown = _chars(Bullet(b.text, b.quote).lines())
+                    units.append(_Unit((si, bi, j), shown, (b.rank, pos, si)))
+                    if b.more:  # costed as what the whole quote adds to its opening
+                        whole = _chars(Bullet(b.text, b.more).lines())
+                        units.append(_Unit((si, bi, j, REST), whole - shown, (RANK_REST, FIRST_PER_RANK + j, si), (si, bi, j)))
                 ranks = b.sub_ranks or [b.rank] * len(b.subs)
                 for k, sub in enumerate(b.subs):
                     pos = len(b.subs) - 1 - k if b.newest_last else k
@@ -631,7 +668,7 @@ def _units(sections: dict[str, Section]) -> list[_Unit]:
                         pos += FIRST_PER_RANK + j
                     if ranks[k] >= RANK_SPARE:
                         pos += FIRST_PER_RANK
-                    units.append(_Unit((si, bi, j, k), [f"  - {sub}"], (ranks[k], pos, si),
+                    units.append(_Unit((si, bi, j, k), _chars([f"  - {sub}"]), (ranks[k], pos, si),
                                        None if b.group else (si, bi, j)))
     return units
 
@@ -659,7 +696,8 @@ def _select(sections: dict[str, Section], kept: set[tuple[int, ...]], units: lis
                 if len(subs) < len(b.subs):  # a group heading stays to say how many it lost
                     dropped[name] = dropped.get(name, 0) + len(b.subs) - len(subs)
                     subs.append(MORE_NOT_SHOWN.format(n=len(b.subs) - len(subs)))
-                bullets_out.append(replace(b, subs=subs, sub_ranks=None))
+                quote = b.more if (si, bi, j, REST) in kept else b.quote
+                bullets_out.append(replace(b, quote=quote, more=[], subs=subs, sub_ranks=None))
             if lost and not bullets_out and all(b.spare for b in block.bullets):
                 continue  # a list of extras (the agent's reports) with none shown: the left-out note counts it
             if lost:
