@@ -796,3 +796,25 @@ def test_unittest_failure_report_names_each_test_after_its_error():
     assert lines == ["AssertionError: 1 != 0", "FAIL: test_even (__main__.NumbersTest.test_even) (i=1)",
                      "FAIL: test_even (__main__.NumbersTest.test_even) (i=3)",
                      "FAIL: test_even (__main__.NumbersTest.test_even) (i=5)"]
+
+
+def test_black_check_names_each_file_it_would_reformat():
+    assert error_lines(read("black_check.txt")) == ["would reformat test.py"]  # not the summary or the `Oh no!`
+    assert error_lines(read("black_cannot_format.txt")) == [
+        "error: cannot format test.py: INTERNAL ERROR: Black produced code that is not equivalent to the source.  "
+        "Please report a bug on https://github.com/psf/black/issues.  This diff might be helpful: /tmp/blk_kjdr1oog.log"]
+
+
+def test_aws_cli_service_error_is_the_line():
+    assert error_lines(read("aws_cli_access_denied.txt")) == [
+        "An error occurred (AccessDenied) when calling the GetObject operation: Access Denied"]
+
+
+def test_node_coded_error_is_the_exception_line_not_the_warning_or_the_source_excerpt():
+    assert error_findings(read("node_err_module_not_found.out")) == [
+        ("Error [ERR_MODULE_NOT_FOUND]: Cannot find package 'i-dont-exist' imported from *", None)]  # node-internal frames only
+
+
+def test_pytest_collection_error_summary_with_and_without_its_message():
+    assert error_lines(read("pytest_collection_error_summary.txt")) == ["ERROR test_it.py - StopIteration: hello"]
+    assert error_lines(read("pytest_collection_error_bare.txt")) == ["ERROR test_collecterror.py"]

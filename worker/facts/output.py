@@ -166,9 +166,11 @@ GO_TEST_START_RE = re.compile(r"^\s*=== (?:RUN|CONT|NAME) ")  # -v: the messages
 DIFF_HUNK_RE = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@")
 DIFF_LINE_MARKS = (" ", "\t", "-", "+", "\\")
 TRACEBACK_START_RE = re.compile(r"^Traceback \(most recent call last\):")  # its frames are not errors
-# `AssertionError [ERR_ASSERTION]: ...` is node's: the code in brackets is part of the name.
+# `AssertionError [ERR_ASSERTION]: ...` is node's: the code in brackets is part of the name, and
+# node's own errors are a plain `Error [ERR_REQUIRE_ESM]: …` (lib/internal/errors.js, `${name} [${key}]`).
 EXCEPTION_LINE_RE = re.compile(
-    r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|Warning)(?: \[[A-Z_]+\])?(?::\s.*)?$")
+    r"^(?:(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|Warning)(?: \[[A-Z_]+\])?"
+    r"|Error \[ERR_[A-Z_]+\])(?::\s.*)?$")
 # mocha lists failing tests as `1) title` once it printed `N failing`; alone, `1) x` is any list.
 MOCHA_FAILING_RE = re.compile(r"^\s*\d+ failing\s*$")
 RUSTC_LOCATION_RE = re.compile(r"^\s*--> \S")  # rustc's primary span, `  --> file:line:col`
@@ -634,8 +636,11 @@ CONVENTIONS: tuple[Convention, ...] = (
                "pytest: the failing assertion's explanation lines start with `E` (FormattedExcinfo, _pytest/_code/code.py); "
                "the crash location `path:line: ExcType` follows; the block's first line says what failed, the lines "
                "under it (`+  where …`, a diff) explain it", at=_pytest_crash_location, when=_pytest_block_start),
-    Convention("pytest summary", _rx(r"^(?:FAILED|ERROR) \S+::\S+"),
-               "pytest short test summary (-r, default `fE`): `FAILED path::test - ExcType: msg` (docs how-to/output)"),
+    Convention("pytest summary", _rx(r"^(?:(?:FAILED|ERROR) \S+::\S+|ERROR \S+\.py(?: - \S.*)?$)"),
+               "pytest short test summary (-r, default `fE`): `FAILED path::test - ExcType: msg` (docs how-to/output); "
+               "a module that failed to collect is `ERROR path.py - ExcType: msg`, or `ERROR path.py` alone where the "
+               "error has no crash line (an ImportError's CollectErrorRepr; src/_pytest/terminal.py "
+               "_get_line_with_reprcrash_message)"),
     Convention("rustc", _rx(r"^(?:\S+:\d+(?::\d+)?:?\s+)?(?:fatal )?error(?:\[[\w-]+\])?: (?!aborting due to|could not compile)\S"),
                "rustc diagnostics `error[E0382]: msg` then ` --> file:line:col` (rustc-dev-guide, Diagnostics); "
                "gcc/go/esbuild `file:line:col: error: msg` (GNU Coding Standards, Formatting Error Messages); "
@@ -759,6 +764,10 @@ CONVENTIONS: tuple[Convention, ...] = (
                "in 2 files. Run Prettier with --write to fix.` (src/cli/format.js)", when=_prettier_unformatted),
     Convention("prettier summary", PRETTIER_CHECK_RE, "`prettier --check`'s closing count (src/cli/format.js)",
                summary=True),
+    Convention("black check", _rx(r"^would reformat \S"),
+               "Black's `--check`: `would reformat path` per file it would change, then `Oh no! 💥 💔 💥` and `1 file would "
+               "be reformatted.`; it exits 1 (psf/black src/black/report.py Report.done, `would reformat {src}`; "
+               "docs/usage_and_configuration/the_basics.md)"),
     Convention("libtest failure", _rx(r"^test \S+(?: - should panic)? \.\.\. FAILED$"),
                "Rust's test harness under `cargo test`: `test name ... FAILED` per failed test (library/test/src/"
                "formatters/pretty.rs: `test {} ... ` then `FAILED`)", heading=True),
@@ -870,6 +879,11 @@ CONVENTIONS: tuple[Convention, ...] = (
                "the Docker client's `Error response from daemon: msg`, the daemon's JSON `message` (moby client/"
                "request.go checkResponseErr), `docker: Error response …` from run/create (docker/cli "
                "cli/command/container/run.go)"),
+    Convention("aws cli", _rx(r"(?:^|: )An error occurred \([\w.]+\) when calling the \w+ operation(?: \([^)]*\))?: \S"),
+               "the AWS CLI's service errors, botocore's ClientError `An error occurred (AccessDenied) when calling the "
+               "GetObject operation: Access Denied` (boto/botocore botocore/exceptions.py MSG_TEMPLATE, its `{retry_info}` "
+               "` (reached max retries: 4)` after retries), `fatal error: …` / `download failed: … …` from `aws s3` "
+               "(aws/aws-cli awscli/customizations/s3/results.py)"),
     Convention("kubectl", _rx(r"^Error from server(?: \(\w+\))?: \S"),
                "kubectl's API errors: `Error from server (NotFound): pods \"x\" not found` (kubernetes/kubectl "
                "pkg/cmd/util/helpers.go StandardErrorMessage, `Error from server (%s): %s`)"),
