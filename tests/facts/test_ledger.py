@@ -333,6 +333,9 @@ def test_only_looks_tells_reads_from_changes():
     # A line continuation (bash(1), QUOTING) goes on with the same command: its next line is not a program.
     assert only_looks("ls -la \\\n  src/") and only_looks("git diff \\\n  --stat")
     assert not only_looks("ls \\\n  src/ && npm install")
+    # Usage and version lookups print and exit, whatever else the line names (GNU Coding Standards 4.8).
+    assert only_looks("bd create --help") and only_looks("gh --version") and only_looks("git help commit")
+    assert not only_looks("gh --version && gh auth refresh") and not only_looks("tool --help > usage.txt")
 
 
 SMALL_BOUND = 60  # below the spotter session's run count, so the eviction order shows

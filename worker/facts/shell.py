@@ -54,6 +54,11 @@ READ_COMMANDS = {"cat", "head", "tail", "less", "more", "bat", "nl", "wc"}
 LOOK_PROGRAMS = FILTER_PROGRAMS | READ_COMMANDS | {"ls", "pwd", "echo", "printf", "find", "fd", "tree", "stat", "file",
                                                    "du", "df", "which", "type", "diff", "jq", "date", "whoami", "env"}
 LOOK_GIT_SUBCOMMANDS = {"status", "diff", "log", "show", "remote", "rev-parse", "ls-files", "blame", "describe"}
+# Any program asked for its usage or version only prints it and exits (GNU Coding Standards 4.8,
+# `--help` and `--version`: "other options and arguments should be ignored once this is seen";
+# cobra's and clap's generated `help` subcommand does the same).
+LOOK_OPTIONS = {"--help", "--version"}
+HELP_SUBCOMMAND = "help"
 OPTION_WITH_VALUE = {"-n", "-c", "--lines", "--bytes"}  # head/tail options that take a value
 
 
@@ -329,6 +334,8 @@ def only_looks(command: str) -> bool:
         if not words or words[0] == "cd":
             continue
         program = words[0].rsplit("/", 1)[-1]
+        if LOOK_OPTIONS.intersection(words[1:]) or words[1:2] == [HELP_SUBCOMMAND]:
+            continue
         if program == "git":
             sub = next((w for w in words[1:] if not w.startswith("-")), "")
             if sub not in LOOK_GIT_SUBCOMMANDS:
