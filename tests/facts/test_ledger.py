@@ -282,6 +282,9 @@ def test_pull_requests_gh_opened_and_merged():
     dense = ledger_sections(ledger, "en", dense=True)["Critical Context"].body()
     # A tight budget: the number and the URL (which agents and users quote), not the title.
     assert "  - #1131 — opened (https://github.com/raman325/lock_code_manager/pull/1131)\n" in dense
+    # A double-quoted title is read as the shell reads it: `\"` is a quote (bash(1), QUOTING).
+    b.bash('gh pr create --title "fix: say \\"hi\\" to \\$USER"', "https://github.com/a/b/pull/14")
+    assert extract_ledger(b.messages).pull_requests[-1].title == 'fix: say "hi" to $USER'
 
 
 def test_a_session_of_many_branches_keeps_main_and_shows_the_newest():

@@ -45,6 +45,7 @@ from .output import (
 from .shell import (
     BRANCH_CMD_RE,
     COMMAND_MAX_CHARS,
+    DQUOTE_ESCAPE_RE,
     GH_PR_CMD_RE,
     GH_PR_TITLE_RE,
     GIT_COMMIT_CMD_RE,
@@ -252,9 +253,9 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
 def _pull_requests(command: str, output: str) -> list[tuple[int, str, str | None, str | None]]:
     """The pull requests a `gh pr create` opened (its URL) or a `gh pr merge` merged (its line)."""
     verbs = set(GH_PR_CMD_RE.findall(command))
-    title = GH_PR_TITLE_RE.search(command) if "create" in verbs else None
-    opened = [(int(m.group(1)), "opened", title and (title.group(1) or title.group(2)), m.group(0))
-              for m in PR_URL_RE.finditer(output)] if "create" in verbs else []
+    m = GH_PR_TITLE_RE.search(command) if "create" in verbs else None
+    title = m and (DQUOTE_ESCAPE_RE.sub(r"\1", m.group(1)) if m.group(1) is not None else m.group(2))
+    opened = [(int(u.group(1)), "opened", title, u.group(0)) for u in PR_URL_RE.finditer(output)] if "create" in verbs else []
     merged = [(int(n), "merged", t, None) for n, t in PR_MERGED_RE.findall(output)] if "merge" in verbs else []
     return opened[-1:] + merged  # create prints the new one's URL last (a warning may name another)
 

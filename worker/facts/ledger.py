@@ -197,7 +197,11 @@ class PullRequestFact:
 
     @property
     def key(self) -> str:
-        return f"#{self.number}"
+        return self.key_of(self.number)
+
+    @staticmethod
+    def key_of(number: int) -> str:
+        return f"#{number}"  # how GitHub names a pull request in its repository
 
 
 @dataclass
@@ -527,7 +531,7 @@ def extract_ledger(messages: list[Message], previous: Ledger | None = None, *, c
             _add_id(commit.message_ids, mid)
             commit.last_seq = max(commit.last_seq, seq)
         for number, state, title, url in action.pull_requests:
-            pr = _upsert(ledger.pull_requests, f"#{number}", lambda n=number, st=state: PullRequestFact(n, st))
+            pr = _upsert(ledger.pull_requests, PullRequestFact.key_of(number), lambda n=number, st=state: PullRequestFact(n, st))
             pr.state, pr.title, pr.url = state, title or pr.title, url or pr.url
             _add_id(pr.message_ids, mid)
             pr.last_seq = max(pr.last_seq, seq)

@@ -333,7 +333,7 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
             newest_last=True))
     if ledger.pull_requests:  # `#N` and the URL, as the agent and the user name it; its title where there is room
         critical.append(Bullet(f"{t['pull_requests']}:", subs=[
-            f"#{p.number}" + (f" {code(p.title)}" if p.title and not dense else "") + f" — {t.get(p.state, p.state)}"
+            p.key + (f" {code(p.title)}" if p.title and not dense else "") + f" — {t.get(p.state, p.state)}"
             + where(p.message_ids[-1:], *([p.url] if p.url else [])) for p in ledger.pull_requests],
             rank=RANK_CHANGED, group=True, newest_last=True))
     if ledger.branches:
