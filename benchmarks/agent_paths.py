@@ -158,11 +158,12 @@ def ledger_text(session: Any) -> str:
     progress, errors and commands, files), unbounded: what a path's text could at most keep
     without the model. None (a transcript with no conversation yet) derives nothing."""
     from worker.agents.claude_code import fact_sections
+    from worker.pipeline.checkpoint import whole_quotes
 
     if session is None:
         return ""
     sections, _lang = fact_sections(session)
-    return "\n".join(section.body() for section in sections.values())
+    return "\n".join(section.body() for section in whole_quotes(sections).values())
 
 
 def ledger_check(ledger: str, text: str, facts: list[Any]) -> dict[str, Any]:

@@ -434,6 +434,14 @@ def render_summary(sections: dict[str, Section], lang: str, *, reference_prefix:
     return "\n".join(out).rstrip() + "\n"
 
 
+def whole_quotes(sections: dict[str, Section]) -> dict[str, Section]:
+    """The sections with every quote whole (`Bullet.more` shown): what is rendered where all fits,
+    and what the facts are with no budget at all."""
+    return {name: replace(sec, blocks=[replace(block, bullets=[replace(b, quote=b.more or b.quote, more=[])
+                                                                for b in block.bullets]) for block in sec.blocks])
+            if name in DETERMINISTIC else sec for name, sec in sections.items()}
+
+
 def fit_sections(sections: dict[str, Section], lang: str, limit: int, count: Callable[[str], int],
                  session_id: str = "<session>", *, reference_prefix: bool = True,
                  render: Callable[[dict[str, Section]], str] | None = None, left_out: str | None = None,
@@ -446,7 +454,7 @@ def fit_sections(sections: dict[str, Section], lang: str, limit: int, count: Cal
         def render(secs: dict[str, Section]) -> str:
             return render_summary(secs, lang, reference_prefix=reference_prefix)
     note = left_out or LEFT_OUT.get(lang, LEFT_OUT["en"])
-    whole = _whole(sections)
+    whole = whole_quotes(sections)
     if whole != sections:  # a quote shown whole where everything fits
         text = render(whole)
         n = count(text)
@@ -631,13 +639,6 @@ class _Unit:
 
 
 REST = -1  # a unit key's last part for the rest of a bullet's quote (`Bullet.more`)
-
-
-def _whole(sections: dict[str, Section]) -> dict[str, Section]:
-    """The sections with every quote whole (`Bullet.more` shown): what is rendered where all fits."""
-    return {name: replace(sec, blocks=[replace(block, bullets=[replace(b, quote=b.more or b.quote, more=[])
-                                                                for b in block.bullets]) for block in sec.blocks])
-            if name in DETERMINISTIC else sec for name, sec in sections.items()}
 
 
 def _fill_order(u: _Unit) -> tuple[int, int, int, int]:
