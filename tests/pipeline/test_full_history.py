@@ -81,14 +81,19 @@ def test_a_rolling_update_keeps_the_carried_summary_and_the_old_facts(counting_b
 
 
 def test_at_8k_the_ledger_keeps_the_room_and_the_quote_is_left_out(counting_backend, session):
-    """A 3k summary (8k window) has no room above LEDGER_FLOOR_TOKENS: no quote, and no fragment of
-    one; the pre-boundary facts are still there."""
-    from worker.pipeline.anchor import LEDGER_FLOOR_TOKENS, agent_summary_limit
+    """An 8k window: a 3k summary plus what the tail's whole messages left of its share, too little
+    above LEDGER_FLOOR_TOKENS for a quote: no quote, and no fragment of one; the pre-boundary facts
+    are still there."""
+    from worker.pipeline.anchor import AGENT_SUMMARY_MIN_TOKENS, LEDGER_FLOOR_TOKENS, agent_summary_limit
 
     cp = compact(session, counting_backend, CompactionConfig(context_limit=8_000, use_model=False)).checkpoint
-    assert cp.budget.summary_limit <= LEDGER_FLOOR_TOKENS and agent_summary_limit(cp.budget.summary_limit) == 0
+    spare = cp.budget.tail_budget - cp.tokens.tail
+    assert spare > 0 and cp.budget.summary_limit == cp.budget.usable // 2 + spare
+    assert agent_summary_limit(cp.budget.summary_limit) == 0
     assert "carried as written" not in cp.summary_text and "agent_summary" not in cp.narrative
     assert cp.sections["Goal"].startswith("switch to the phase 12 branch")
     assert BRANCH_ERROR in cp.summary_text
-    assert agent_summary_limit(LEDGER_FLOOR_TOKENS - 1) == 0 and agent_summary_limit(LEDGER_FLOOR_TOKENS + 100) == 100
+    assert agent_summary_limit(LEDGER_FLOOR_TOKENS - 1) == 0
+    assert agent_summary_limit(LEDGER_FLOOR_TOKENS + AGENT_SUMMARY_MIN_TOKENS - 1) == 0
+    assert agent_summary_limit(LEDGER_FLOOR_TOKENS + AGENT_SUMMARY_MIN_TOKENS) == AGENT_SUMMARY_MIN_TOKENS
     assert agent_summary_limit(6_000) == 2_100  # 16k: the share (35 %), below the floor's bound

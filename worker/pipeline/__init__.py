@@ -300,7 +300,10 @@ def _plan(session: Session, working: Session, head_start: int, previous: Checkpo
     if split.tail.tail_tokens and split.tail.tail_tokens + need > room:
         # The tail first: its older messages join the head (summarized, their facts in the ledger).
         split = _split(working, head_start, counter, budget, config, tail_budget=max(0, room - need))
-    summary_limit = max(0, min(summary_limit, room - split.tail.tail_tokens))
+    # The tail's share that its whole messages left unused goes to the summary: the checkpoint
+    # stays within the two shares together, however they split them.
+    spare = max(0, split.tail_budget - split.tail.tail_tokens)
+    summary_limit = max(0, min(summary_limit + spare, room - split.tail.tail_tokens))
     projected = system_tokens + min(need, summary_limit) + split.tail.tail_tokens
     return split, _Plan(system_tokens, summary_limit, projected, cap, before)
 

@@ -24,9 +24,15 @@ AGENT_SUMMARY_SHARE = 0.35
 LEDGER_FLOOR_TOKENS = 3_000
 
 
+# ... and not at all where less than this is left: cut in the middle to a few lines, it keeps
+# the summary's first and last lines and costs the ledger's ranking more than it carries.
+AGENT_SUMMARY_MIN_TOKENS = 400
+
+
 def agent_summary_limit(summary_limit: int) -> int:
     """Tokens the agent's own summary may take when it is quoted in the Goal (0: not quoted)."""
-    return max(0, min(int(summary_limit * AGENT_SUMMARY_SHARE), summary_limit - LEDGER_FLOOR_TOKENS))
+    limit = min(int(summary_limit * AGENT_SUMMARY_SHARE), summary_limit - LEDGER_FLOOR_TOKENS)
+    return limit if limit >= AGENT_SUMMARY_MIN_TOKENS else 0
 # Harness text around the summary itself: Claude Code's preamble and closing instruction, pi's
 # preamble and <summary> tags, and Claude Code's "Analysis:" scratchpad before "Summary:".
 WRAPPER_RES = (
