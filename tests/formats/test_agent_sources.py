@@ -248,6 +248,19 @@ def test_claude_code_session_metadata_records_are_known():
     assert [m.user_text for _, m in user_requests(s.messages)] == ["build it"]
 
 
+def test_claude_code_2_1_217_records_are_known():
+    # 2.1.217's loader table adds these (file-history-delta as its writer appends it: one per
+    # tracked file, beside the file-history-snapshot of the same message; the cc-starcar fixture
+    # holds 15).
+    delta = {"type": "file-history-delta", "messageId": "m1", "snapshotMessageId": "m0", "trackingPath": "CLAUDE.md",
+             "backup": {"backupFileName": "ae8d30e85126c328@v1", "version": 1}, "timestamp": "2026-07-21T23:02:25Z"}
+    meta = [{"type": t, "sessionId": "s"} for t in ("frame-link", "ended-by-model", "observer-ref")]
+    s = claude_code.load([delta, *meta, cc_user(1, "build it")])
+    assert inspect(s)["unknown_records"] == {} and not s.warnings
+    assert s.meta["skipped"]["file-history-delta"] == 1
+    assert [m.user_text for _, m in user_requests(s.messages)] == ["build it"]
+
+
 def test_pi_and_opencode_unknown_types_are_counted():
     # pi session-manager.ts: a `session` header, then entries; `future_entry` is no SessionEntry type
     p = pi.load([{"type": "session", "id": "p", "cwd": "/r", "version": 3},

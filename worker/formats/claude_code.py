@@ -57,8 +57,9 @@ from ._common import (
 SUMMARY_PREFIX = "This session is being continued from a previous conversation"
 # Record types that hold no conversation content (UI progress, file snapshots, titles, hooks;
 # `system` includes subtype compact_boundary, the marker before an isCompactSummary record).
-# The session-metadata and bookkeeping types are those claude-code 2.1.197's transcript loader
-# reads besides messages: settings (mode, permission-mode, agent-*), a tool result's preview
+# The session-metadata and bookkeeping types are those claude-code 2.1.197's and 2.1.217's
+# transcript loaders read besides messages (2.1.217's record-type table adds file-history-delta,
+# frame-link, ended-by-model, observer-ref): settings (mode, permission-mode, agent-*), a tool result's preview
 # swapped in for the model (content-replacement: the full result stays in its user record),
 # context collapse (marble-origami-*: the collapsed messages stay in the file, read in full).
 KNOWN_SKIP = {
@@ -67,6 +68,7 @@ KNOWN_SKIP = {
     "mode", "permission-mode", "agent-color", "agent-setting", "attribution-snapshot", "bridge-session",
     "content-replacement", "fork-context-ref", "isolation-latch", "relocated", "speculation-accept",
     "marble-origami-commit", "marble-origami-snapshot", "marble-origami-reset",
+    "file-history-delta", "frame-link", "ended-by-model", "observer-ref",
 }
 # The attachment Claude Code writes when it hands a queued message to the model mid-turn.
 QUEUED_ATTACHMENT = "queued_command"
