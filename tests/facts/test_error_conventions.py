@@ -680,6 +680,22 @@ def test_a_go_module_error_is_read_to_the_end_of_its_requirement_path():
     assert len(error_lines(read("go_missing_sum_requires.txt"))) == 3  # three importing files, the same path
 
 
+def test_a_powershell_error_record_is_read_by_its_message():
+    # cc-starcar_64c15364 (tune half; polecatspeaks/StarCar, MIT): a module's `throw` (line 124), a parse
+    # error (line 590) and a native command's stderr (line 958), each an error record in PowerShell's
+    # default view: message, position, excerpt, `+ CategoryInfo`, `+ FullyQualifiedErrorId`.
+    assert error_lines(read("powershell_throw_record.txt")) == [
+        "Unknown status 'Backlog'. Valid values: Done, In Progress, Todo"]
+    assert error_lines(read("powershell_parser_error.txt")) == ["Missing expression after ','."]
+    assert error_lines(read("powershell_native_command_error.txt")) == [
+        'entire : no checkpoint or commit found matching "64c15364-0933-4d6d-9b2e-d1ddbc918f9f"']
+    # the record's own lines are not messages: the position above the message of a parse error
+    parse_at_prompt = ("At line:1 char:12\n+ Write-Host a,\n+             ~\nMissing expression after ','.\n"
+                       "    + CategoryInfo          : ParserError: (:) [], ParentContainsErrorRecordException\n"
+                       "    + FullyQualifiedErrorId : MissingExpressionAfterToken")
+    assert error_lines(parse_at_prompt) == ["Missing expression after ','."]
+
+
 def test_printing_a_source_or_doc_file_is_its_content_not_errors():
     # codex-cli-agentv_019efc87 (tune half), line 967: `sed -n '1,240p' …/SKILL.md` exits 0 and prints
     # a skill whose text quotes Copilot's `error: too many arguments. …`; line 1113 prints TypeScript

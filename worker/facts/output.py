@@ -550,6 +550,29 @@ def _vstest_message(lines: Lines, i: int) -> str | None:
     return None
 
 
+# PowerShell's error record in its default view (NormalView; Windows PowerShell 5.1's only one):
+# the message, the position (`At C:\\x\\Board.psm1:58 char:5` or `At line:1 char:1`, then `+ code`
+# and `+ ~~~~`; a parse error puts the message under them), then `    + CategoryInfo : …` and
+# `    + FullyQualifiedErrorId : …` (PowerShell's ErrorRecord view, InvocationInfo.PositionMessage).
+PS_POSITION_RE = re.compile(r"^At (?:line:\d+|\S.*:\d+) char:\d+$")
+PS_CATEGORY_RE = re.compile(r"^\+ CategoryInfo\s+: ")
+PS_RECORD_LOOKAHEAD = 8  # the position, the code excerpt (a line or a few) and its underline
+
+
+def _powershell_message(lines: Lines, i: int) -> bool:
+    """Is this line the message of an error record: only position and excerpt lines between it
+    and the record's `+ CategoryInfo`?"""
+    line = lines[i][1]
+    if line.startswith("+") or PS_POSITION_RE.match(line):
+        return False
+    for _raw, below in lines[i + 1:i + 1 + PS_RECORD_LOOKAHEAD]:
+        if PS_CATEGORY_RE.match(below):
+            return True
+        if not (below.startswith("+") or PS_POSITION_RE.match(below)):
+            return False
+    return False
+
+
 def _unittest_report(lines: Lines, i: int) -> bool:
     """Is this `FAIL: …` line right under unittest's `separator1`, the row of 70 `=`?"""
     return i > 0 and lines[i - 1][1] == UNITTEST_SEPARATOR
@@ -784,6 +807,10 @@ CONVENTIONS: tuple[Convention, ...] = (
                "and the message (microsoft/vstest src/vstest.console/Resources/Resources.resx FailedTestIndicator, "
                "ErrorMessageBanner; ConsoleLogger.cs); kept without its duration, with the message's first line",
                message=_vstest_message),
+    Convention("powershell error", _rx(r"^(\S.*)$"),
+               "PowerShell's error record (NormalView): the message, `At file:line char:col`, the `+ code` excerpt, then "
+               "`+ CategoryInfo : …` and `+ FullyQualifiedErrorId : …` (PowerShell ErrorRecord view; a native "
+               "command's stderr reads `cmd : message`, category NativeCommandError)", when=_powershell_message),
     Convention("git", _rx(r"(?:^|: )fatal: \S"), "git's die(): `fatal: msg` (usage.c), also quoted inside a wrapper's message"),
     Convention("error cause", _rx(r"^(?:\d+: )?(?!--- std(?:out|err)$|cargo::?[\w-]+(?:=|$))(\S.*)$"),
                "anyhow's report of an error returned from main: `Error: msg`, a blank line, `Caused by:` and the "
