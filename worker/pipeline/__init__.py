@@ -79,7 +79,7 @@ FIT_ROUNDS = 4  # re-fits of the summary when the checkpoint's exact count (temp
 # The summary's own bound, whatever the window: keeps it from growing. Half of usable up to a
 # 32k window (issue 22: "up to half of usable"); tune half, no model, 32k: 8k kept 554, 12k 558.
 SUMMARY_MAX_TOKENS = 12_000
-SUMMARY_SHARE = 0.5  # ... and at most half of usable: the tail and new turns get the other half (issue 22)
+SUMMARY_SHARE = 0.5  # ... and half of usable (plus what the tail leaves of its share): new turns keep the rest (issue 22)
 
 
 class CompactionRefused(Exception):
