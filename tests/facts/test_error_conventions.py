@@ -696,6 +696,16 @@ def test_a_powershell_error_record_is_read_by_its_message():
     assert error_lines(parse_at_prompt) == ["Missing expression after ','."]
 
 
+def test_a_turbo_task_failure_is_kept_after_the_errors_that_caused_it():
+    # cc-chkit_ae3fbe71 (tune half; obsessiondb/chkit, MIT), line 98: `npx turbo run typecheck --force`; tsc's
+    # errors under turbo's `pkg:task: ` prefix, then turbo's own line naming the task that failed.
+    lines = error_lines(read("turbo_typecheck_failed.txt"))
+    assert lines[0].endswith("error TS2307: Cannot find module '@chkit/core' or its corresponding type declarations.")
+    assert lines[-1] == ("@chkit/codegen:typecheck: ERROR: command finished with error: command "
+                         "(/Users/marc/Workspace/chx/packages/codegen) /Users/marc/.bun/bin/bun run typecheck exited (2)")
+    assert len(lines) == 4
+
+
 def test_printing_a_source_or_doc_file_is_its_content_not_errors():
     # codex-cli-agentv_019efc87 (tune half), line 967: `sed -n '1,240p' …/SKILL.md` exits 0 and prints
     # a skill whose text quotes Copilot's `error: too many arguments. …`; line 1113 prints TypeScript

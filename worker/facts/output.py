@@ -807,6 +807,10 @@ CONVENTIONS: tuple[Convention, ...] = (
                "and the message (microsoft/vstest src/vstest.console/Resources/Resources.resx FailedTestIndicator, "
                "ErrorMessageBanner; ConsoleLogger.cs); kept without its duration, with the message's first line",
                message=_vstest_message),
+    Convention("turbo task failure", _rx(r"(?:^|: )ERROR: command finished with error: command \(.+\) \S.* exited \(\d+\)$"),
+               "Turborepo's failed task, under the task's own `pkg:task: ` log prefix: `pkg:task: ERROR: command finished "
+               "with error: command (dir) npm run build exited (1)` (vercel/turborepo turborepo-tests/integration/tests/"
+               "run/continue.t); which task failed, its output above says why", summary=True),
     Convention("powershell error", _rx(r"^(\S.*)$"),
                "PowerShell's error record (NormalView): the message, `At file:line char:col`, the `+ code` excerpt, then "
                "`+ CategoryInfo : …` and `+ FullyQualifiedErrorId : …` (PowerShell ErrorRecord view; a native "
