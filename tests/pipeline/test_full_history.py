@@ -89,6 +89,9 @@ def test_at_8k_the_ledger_keeps_the_room_and_the_quote_is_left_out(counting_back
     cp = compact(session, counting_backend, CompactionConfig(context_limit=8_000, use_model=False)).checkpoint
     spare = cp.budget.tail_budget - cp.tokens.tail
     assert spare > 0 and cp.budget.summary_limit == cp.budget.usable // 2 + spare
+    wide = compact(session, counting_backend, CompactionConfig(context_limit=32_000, use_model=False)).checkpoint
+    assert wide.budget.tail_budget > wide.tokens.tail  # room left by the tail, yet the summary keeps its own bound
+    assert wide.budget.summary_limit <= CompactionConfig(context_limit=32_000).summary_max_tokens
     assert agent_summary_limit(cp.budget.summary_limit) == 0
     assert "carried as written" not in cp.summary_text and "agent_summary" not in cp.narrative
     assert cp.sections["Goal"].startswith("switch to the phase 12 branch")

@@ -301,9 +301,9 @@ def _plan(session: Session, working: Session, head_start: int, previous: Checkpo
         # The tail first: its older messages join the head (summarized, their facts in the ledger).
         split = _split(working, head_start, counter, budget, config, tail_budget=max(0, room - need))
     # The tail's share that its whole messages left unused goes to the summary: the checkpoint
-    # stays within the two shares together, however they split them.
+    # stays within the two shares together, however they split them, and the summary within its own bound.
     spare = max(0, split.tail_budget - split.tail.tail_tokens)
-    summary_limit = max(0, min(summary_limit + spare, room - split.tail.tail_tokens))
+    summary_limit = max(0, min(summary_limit + spare, config.summary_max_tokens, room - split.tail.tail_tokens))
     projected = system_tokens + min(need, summary_limit) + split.tail.tail_tokens
     return split, _Plan(system_tokens, summary_limit, projected, cap, before)
 
