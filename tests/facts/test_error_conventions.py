@@ -706,6 +706,25 @@ def test_a_turbo_task_failure_is_kept_after_the_errors_that_caused_it():
     assert len(lines) == 4
 
 
+def test_turbo_task_output_is_read_under_its_task_prefix():
+    # cc-chkit_ae3fbe71 (tune half), line 288: `npx turbo run lint --force --filter='*'`; every line of a
+    # task's output is prefixed `@chkit/plugin-typegen:lint: `, Biome's headers included.
+    lines = error_lines(read("turbo_biome_lint_warnings.txt"))
+    assert lines[0] == "src/index.test.ts:337:11 lint/correctness/noUnusedVariables ! This variable outFile is unused."
+    assert lines[-1] == "… 5 more lint errors in this output (biome)"
+    # A location is not a task prefix: go test's `x_test.go:12: msg` keeps its file.
+    assert error_lines("--- FAIL: TestParse (0.00s)\n    parse_test.go:12: got 3, want 4\nFAIL") == [
+        "parse_test.go:12: got 3, want 4", "--- FAIL: TestParse (0.00s)"]
+
+
+def test_a_module_tsc_could_not_resolve_is_kept_after_its_errors():
+    # cc-chkit_ae3fbe71 (tune half), line 117: `npx tsc -p tsconfig.json --noEmit --traceResolution 2>&1 |
+    # grep -A 20 "@chkit/core"`: the trace says why TS2307 `Cannot find module '@chkit/core'` failed.
+    lines = error_lines(read("tsc_trace_resolution.txt"))
+    assert lines[0] == "src/index.ts(9,8): error TS2307: Cannot find module '@chkit/core' or its corresponding type declarations."
+    assert lines[-1] == "======== Module name '@chkit/core' was not resolved. ========"
+
+
 def test_printing_a_source_or_doc_file_is_its_content_not_errors():
     # codex-cli-agentv_019efc87 (tune half), line 967: `sed -n '1,240p' …/SKILL.md` exits 0 and prints
     # a skill whose text quotes Copilot's `error: too many arguments. …`; line 1113 prints TypeScript

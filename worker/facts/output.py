@@ -71,6 +71,11 @@ GHA_ANNOTATION_RE = re.compile(r"^##\[(?:error|warning)\]")
 # are lowercase, `ns:task`); Maven's `[ERROR]` and NestJS's `[Nest]` are not task names, nor a
 # logger's level (`[warn] `, `[error] `: Prettier's CLI).
 MISE_TASK_PREFIX_RE = re.compile(r"^\[(?!(?:warn|error|info|debug)\] )[a-z][\w.-]*(?::[\w.-]+)*\] ")
+# Turborepo prefixes each line of a task's output with `<package>:<task>: ` (`turbo run --log-prefix`,
+# default "auto" outside CI; turbo.build/docs/reference/run): npm names are lowercase (`@scope/name`),
+# a task is a package.json script name. A `file:12: ` location has a digit where the task is.
+TURBO_TASK_PREFIX_RE = re.compile(r"^(?:@[a-z0-9][\w.~-]*/)?[a-z0-9][\w.~-]*:[A-Za-z][\w:.-]*:(?: |$)")
+TASK_PREFIX_RE = re.compile(f"{MISE_TASK_PREFIX_RE.pattern}|{TURBO_TASK_PREFIX_RE.pattern}")
 # Gemini CLI's and Qwen Code's run_shell_command envelope (docs/tools/shell.md: Command,
 # Directory, Output, Error, Exit Code, Signal, Background PIDs, Process Group PGID): a field
 # that is "(none)" says nothing happened.
@@ -759,6 +764,11 @@ CONVENTIONS: tuple[Convention, ...] = (
                "a chained message's next level is indented under it (flattenDiagnosticMessageText), the first one not "
                "an overload's preamble (`The last overload gave the following error.`, TS2770/TS2772) kept with it",
                message=_tsc_chain),
+    Convention("tsc trace", _rx(r"^======== (?:Module name|Type reference directive) '[^']+' was not resolved\. ========$"),
+               "tsc --traceResolution: each lookup ends `======== Module name 'x' was not resolved. ========` (TypeScript "
+               "diagnosticMessages.json Module_name_0_was_not_resolved, Type_reference_directive_0_was_not_resolved; "
+               "tests/baselines/reference/*.trace.json); why a TS2307 `Cannot find module` failed, kept after it",
+               heading=True),
     Convention("rust panic", _rx(r"^thread '.*' panicked at "),
                "Rust std: `thread 'main' panicked at src/main.rs:9:5:` and, from Rust 1.73, the message on the "
                "next line (std/src/panicking.rs default_hook: `thread '{name}' panicked at {location}:\\n{msg}`)",
@@ -810,7 +820,7 @@ CONVENTIONS: tuple[Convention, ...] = (
     Convention("turbo task failure", _rx(r"(?:^|: )ERROR: command finished with error: command \(.+\) \S.* exited \(\d+\)$"),
                "Turborepo's failed task, under the task's own `pkg:task: ` log prefix: `pkg:task: ERROR: command finished "
                "with error: command (dir) npm run build exited (1)` (vercel/turborepo turborepo-tests/integration/tests/"
-               "run/continue.t); which task failed, its output above says why", summary=True),
+               "run/continue.t); which task failed, its output above says why", task_prefix=True, summary=True),
     Convention("powershell error", _rx(r"^(\S.*)$"),
                "PowerShell's error record (NormalView): the message, `At file:line char:col`, the `+ code` excerpt, then "
                "`+ CategoryInfo : …` and `+ FullyQualifiedErrorId : …` (PowerShell ErrorRecord view; a native "
@@ -1004,14 +1014,14 @@ def output_lines(output: str, *, decoded: bool = True) -> list[str]:
 
 
 def _task_prefix(raw: str) -> str:
-    """A mise task's `[name] ` prefix of a line, or nothing."""
-    m = MISE_TASK_PREFIX_RE.match(CI_LOG_PREFIX_RE.sub("", ANSI_RE.sub("", raw)))
+    """A mise task's `[name] ` or a Turborepo task's `pkg:task: ` prefix of a line, or nothing."""
+    m = TASK_PREFIX_RE.match(CI_LOG_PREFIX_RE.sub("", ANSI_RE.sub("", raw)))
     return m.group(0) if m else ""
 
 
 def _unprefixed(raw: str) -> str:
-    """A line without its ANSI colours and the CI log's or mise task's prefix, indentation kept."""
-    return MISE_TASK_PREFIX_RE.sub("", CI_LOG_PREFIX_RE.sub("", ANSI_RE.sub("", raw)))
+    """A line without its ANSI colours and the CI log's or task runner's prefix, indentation kept."""
+    return TASK_PREFIX_RE.sub("", CI_LOG_PREFIX_RE.sub("", ANSI_RE.sub("", raw)))
 
 
 def unwrap_line(raw: str) -> str:
