@@ -448,6 +448,47 @@ def test_a_pasted_document_is_its_typed_instruction():
     assert cut_paste(doc) == doc  # no instruction after it
 
 
+def _prsui_overlay() -> str:
+    """A Next.js build-error overlay the prsui user copied into a message (real output)."""
+    from worker.formats import opencode
+    session = opencode.load(FIXTURES / "opencode-prsui_ses_07ac41142ffeddbVHcJxVQEWuA.json")
+    return next(m.user_text for m in session.messages if m.role == "user" and m.user_text.startswith("## Error Type"))
+
+
+def test_a_pasted_log_keeps_the_error_lines_it_reports():
+    """The paste is cut to its first line and the instruction after it, but the error the user
+    pasted (Next.js's `Module not found`, read by the same convention as a tool's output) stays."""
+    text = _prsui_overlay()
+    cut = cut_paste(text)
+    assert len(cut) < len(text) // 3
+    assert cut.splitlines()[0] == "## Error Type"
+    assert "Module not found: Can't resolve '@/components/ui/smooth-input'" in cut.splitlines()
+
+
+def test_a_pasted_documents_samples_are_not_errors_it_reports():
+    """agent-stuff-ko pastes guides whose ``` samples and `<output>` examples hold error-shaped
+    lines (a docstring's `ValueError: …`, an HTTP error body): material, not what the user saw fail."""
+    session = claude_code.load(FIXTURES / "cc-agentstuff-ko_2b3756eb-8c69-4980-ac0a-8d2c534931d8.jsonl")
+    docs = [m.user_text for m in session.messages if m.role == "user"
+            and m.user_text.startswith(("# Conflict Resolution", "# Interaction Modes"))]
+    assert len(docs) == 2 and "ValueError: If items list is empty" in docs[0] + docs[1]
+    for doc in docs:
+        assert len(cut_paste(doc).splitlines()) == 3  # the first line, the cut, the typed instruction
+
+
+def test_a_message_cut_to_the_room_left_keeps_its_pasted_error():
+    """Where the user budget leaves less room than the message, it is condensed (opening, errors,
+    rules, end), not cut in the middle, where the error line of a pasted log sits."""
+    typed = ("The editable chip page does not build since the last change.\n"
+             "It worked before you replaced the input with the new primitive.\n"
+             "Here is what the dev server shows in the browser:\n\n")
+    text = typed + _prsui_overlay()
+    kept, omitted = budget_user_instructions([UserInstruction("m1", text, seq=1)], budget=300, per_message=2000)
+    assert omitted == 0 and len(kept[0].text) <= 300 and kept[0].cut
+    assert kept[0].text.startswith("The editable chip page does not build")
+    assert "Module not found: Can't resolve '@/components/ui/smooth-input'" in kept[0].text
+
+
 def test_a_users_rule_comes_before_newer_plain_requests():
     b = Builder()
     rule = b.user("Fix the crash. 不要修改 parse_config() 的公开签名。")

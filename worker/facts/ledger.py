@@ -19,6 +19,7 @@ from typing import Any
 
 from ..session import GIT_BRANCH, Message
 from .actions import Action, reruns, scan_actions
+from .output import error_findings
 from .shell import only_looks
 from .text import CUT_MARKER, code, cut_middle
 
@@ -69,6 +70,8 @@ DIRECTIVE_LINE_RE = re.compile(
     r"^\s*(?:[-*+]|\d+[.)])?\s*(?:\*\*)?(?:add|set|use|create|remove|delete|keep|update|convert|transform|move|rename"
     r"|replace|write|generate|follow|make|ensure|change|preserve|migrate|implement)\b", re.IGNORECASE)
 PASTE_MIN_CHARS = 1000  # a shorter message is kept as written
+SAMPLE_MARKUP_RE = re.compile(r"</?[A-Za-z][\w-]*>")  # a tag: a document's sample, not a log line
+PASTE_ERRORS_SHOWN = 3  # a pasted log's first error lines name what the user reports; the log stays in the history
 TYPED_MAX_CHARS = 300  # the instruction typed after a paste is one short paragraph ("수정해줘.")
 # The first line of a pasted document rather than typed prose: a Markdown heading, a code fence,
 # a markup tag, a numbered diff line, a shell prompt.
@@ -283,10 +286,21 @@ def _in_code_fence(lines: list[str]) -> list[bool]:
     return out
 
 
+def _pasted_errors(lines: list[str]) -> list[str]:
+    """The error lines (by the output conventions) of a log the user pasted. A line in a ```
+    block or in markup (`<output>…</output>`) is a pasted document's quoted sample, not output."""
+    fenced = _in_code_fence(lines)
+    plain = "\n".join("" if f or SAMPLE_MARKUP_RE.search(line) else line.rstrip("\n")
+                      for line, f in zip(lines, fenced, strict=True))
+    return [line for line, _ in error_findings(plain)]
+
+
 def condense_user_message(text: str, limit: int) -> str:
     """Cut a long user message to `limit` chars keeping what matters most: its opening (the
-    request), its end, and in between the lines that state a rule ("Always …", "do not …",
-    "不要 …"); each cut leaves a marker. A plain middle cut drops the rules of a long brief."""
+    request), its end, and in between the error lines of output the user pasted (by the same
+    conventions as a tool's output), then the lines that state a rule ("Always …",
+    "do not …", "不要 …"); each cut leaves a marker. A plain middle cut drops the error a pasted
+    log reports and the rules of a long brief."""
     if len(text) <= limit:
         return text
     lines = text.splitlines(keepends=True)
@@ -302,6 +316,10 @@ def condense_user_message(text: str, limit: int) -> str:
             break
         keep[i], tail_left = True, tail_left - len(lines[i])
     left = limit - sum(len(x) for x, k in zip(lines, keep, strict=True) if k)
+    pasted = _pasted_errors(lines)
+    for i, line in enumerate(lines):  # the pasted errors, in order, while they fit
+        if not keep[i] and any(e in line for e in pasted) and len(line) + len(CUT_MARKER) + 8 <= left:
+            keep[i], left = True, left - len(line) - len(CUT_MARKER) - 8
     fenced = _in_code_fence(lines)
     for pattern in (RULE_LINE_RE, DIRECTIVE_LINE_RE):  # the rules, then the steps, in order, while they fit
         for i, line in enumerate(lines):
@@ -326,10 +344,11 @@ def condense_user_message(text: str, limit: int) -> str:
 
 
 def cut_paste(text: str) -> str:
-    """A long message that opens with a pasted document (a guide in Markdown, a diff) and ends
-    with a short typed instruction ("수정해줘.", "remove that"): the document's first line, a cut
-    marker and the instruction. The document's rules are not the user's (it is the material), and
-    quoting them would push out what the user typed; the whole text stays in the history."""
+    """A long message that opens with a pasted document (a guide in Markdown, a diff, a log) and
+    ends with a short typed instruction ("수정해줘.", "remove that"): the document's first line, the
+    error lines it holds (by the output conventions: a pasted log's error is what the user reports),
+    a cut marker and the instruction. The document's rules are not the user's (it is the material),
+    and quoting them would push out what the user typed; the whole text stays in the history."""
     if len(text) < PASTE_MIN_CHARS or not PASTE_START_RE.match(text):
         return text
     body, sep, typed = text.rstrip().rpartition("\n\n")
@@ -337,6 +356,9 @@ def cut_paste(text: str) -> str:
     if not sep or not typed or len(typed) > TYPED_MAX_CHARS or PASTE_START_RE.match(typed):
         return text
     first, _, rest = body.partition("\n")
+    errors = _pasted_errors(rest.splitlines())[:PASTE_ERRORS_SHOWN]
+    if errors:
+        return "\n".join([first, CUT_MARKER.format(n=len(rest)), *errors, typed])
     return f"{first}\n{CUT_MARKER.format(n=len(rest))}\n{typed}"
 
 
@@ -405,7 +427,8 @@ def budget_user_instructions(items: list[UserInstruction], budget: int = USER_BU
     per_message = max(per_message, budget // max(1, len(items)))
 
     def shown(item: UserInstruction, room: int) -> str:
-        text = condense_user_message(item.text, per_message) if len(item.text) > per_message else item.text
+        limit = min(per_message, room)  # condensed to the room, not cut in the middle: a pasted log keeps its errors
+        text = condense_user_message(item.text, limit) if len(item.text) > limit else item.text
         return cut_middle(text, room) if len(text) > room else text
 
     # The task as first stated (the oldest message) is never crowded out by the later ones: up to
