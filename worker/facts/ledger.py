@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..session import GIT_BRANCH, Message
-from .actions import Action, reruns, scan_actions
+from .actions import MARKUP_TAG_RE, Action, reruns, scan_actions
 from .output import error_findings
 from .shell import only_looks
 from .text import CUT_MARKER, code, cut_middle
@@ -70,7 +70,6 @@ DIRECTIVE_LINE_RE = re.compile(
     r"^\s*(?:[-*+]|\d+[.)])?\s*(?:\*\*)?(?:add|set|use|create|remove|delete|keep|update|convert|transform|move|rename"
     r"|replace|write|generate|follow|make|ensure|change|preserve|migrate|implement)\b", re.IGNORECASE)
 PASTE_MIN_CHARS = 1000  # a shorter message is kept as written
-SAMPLE_MARKUP_RE = re.compile(r"</?[A-Za-z][\w-]*>")  # a tag: a document's sample, not a log line
 PASTE_ERRORS_SHOWN = 3  # a pasted log's first error lines name what the user reports; the log stays in the history
 TYPED_MAX_CHARS = 300  # the instruction typed after a paste is one short paragraph ("수정해줘.")
 # The first line of a pasted document rather than typed prose: a Markdown heading, a code fence,
@@ -286,11 +285,10 @@ def _in_code_fence(lines: list[str]) -> list[bool]:
     return out
 
 
-def _pasted_errors(lines: list[str]) -> list[str]:
+def _pasted_errors(lines: list[str], fenced: list[bool]) -> list[str]:
     """The error lines (by the output conventions) of a log the user pasted. A line in a ```
-    block or in markup (`<output>…</output>`) is a pasted document's quoted sample, not output."""
-    fenced = _in_code_fence(lines)
-    plain = "\n".join("" if f or SAMPLE_MARKUP_RE.search(line) else line.rstrip("\n")
+    block (`fenced`) or in markup (`<output>…</output>`) is a pasted document's quoted sample, not output."""
+    plain = "\n".join("" if f or MARKUP_TAG_RE.search(line) else line.rstrip("\n")
                       for line, f in zip(lines, fenced, strict=True))
     return [line for line, _ in error_findings(plain)]
 
@@ -316,11 +314,11 @@ def condense_user_message(text: str, limit: int) -> str:
             break
         keep[i], tail_left = True, tail_left - len(lines[i])
     left = limit - sum(len(x) for x, k in zip(lines, keep, strict=True) if k)
-    pasted = _pasted_errors(lines)
-    for i, line in enumerate(lines):  # the pasted errors, in order, while they fit
-        if not keep[i] and any(e in line for e in pasted) and len(line) + len(CUT_MARKER) + 8 <= left:
-            keep[i], left = True, left - len(line) - len(CUT_MARKER) - 8
     fenced = _in_code_fence(lines)
+    pasted = _pasted_errors(lines, fenced)
+    for i, line in enumerate(lines):  # the pasted errors, in order, while they fit
+        if not keep[i] and not fenced[i] and any(e in line for e in pasted) and len(line) + len(CUT_MARKER) + 8 <= left:
+            keep[i], left = True, left - len(line) - len(CUT_MARKER) - 8
     for pattern in (RULE_LINE_RE, DIRECTIVE_LINE_RE):  # the rules, then the steps, in order, while they fit
         for i, line in enumerate(lines):
             if not keep[i] and not fenced[i] and pattern.search(line) and len(line) + len(CUT_MARKER) + 8 <= left:
@@ -356,7 +354,8 @@ def cut_paste(text: str) -> str:
     if not sep or not typed or len(typed) > TYPED_MAX_CHARS or PASTE_START_RE.match(typed):
         return text
     first, _, rest = body.partition("\n")
-    errors = _pasted_errors(rest.splitlines())[:PASTE_ERRORS_SHOWN]
+    lines = rest.splitlines()
+    errors = _pasted_errors(lines, _in_code_fence(lines))[:PASTE_ERRORS_SHOWN]
     if errors:
         return "\n".join([first, CUT_MARKER.format(n=len(rest)), *errors, typed])
     return f"{first}\n{CUT_MARKER.format(n=len(rest))}\n{typed}"
