@@ -233,13 +233,14 @@ def test_surefire_keeps_the_assertion_its_test_frame_and_the_failed_test():
 
 
 def test_agents_edit_tool_refusals_are_errors():
-    # Claude Code, quoted in Digital-Process-Tools/claude-remember PR #51; the harness tags come off.
+    # Claude Code, quoted in Digital-Process-Tools/claude-remember PR #51; the row reads the message,
+    # the kept line keeps the harness's tags, which say the harness refused the call.
     assert error_lines(read("claude_code_tool_use_error.txt")) == [
-        "File has not been read yet. Read it first before writing to it."]
+        "<tool_use_error>File has not been read yet. Read it first before writing to it.</tool_use_error>"]
     # cc-langlearntts_0742cd3c (tune half; punt-labs/langlearn-tts, MIT), record 8a5944f4: Edit's
     # `String: <old_string>` line says which text was not found.
     assert error_lines(read("claude_code_edit_not_found.txt")) == [
-        "String to replace not found in file. String: 21m00Tcm4TlvDq8ikWAM"]
+        "<tool_use_error>String to replace not found in file. String: 21m00Tcm4TlvDq8ikWAM"]
     # pi, quoted in earendil-works/pi issue #4430 (the multi-edit form of edit.ts's message)
     assert error_lines(read("pi_edit_error.txt")) == [
         "Could not find edits[1] in [some file]. The oldText must match exactly including all whitespace and newlines."]
@@ -863,3 +864,26 @@ def test_node_coded_error_is_the_exception_line_not_the_warning_or_the_source_ex
 def test_pytest_collection_error_summary_with_and_without_its_message():
     assert error_lines(read("pytest_collection_error_summary.txt")) == ["ERROR test_it.py - StopIteration: hello"]
     assert error_lines(read("pytest_collection_error_bare.txt")) == ["ERROR test_collecterror.py"]
+
+
+def test_a_pydantic_validation_error_keeps_each_message_with_its_field():
+    # pydantic's docs (docs/errors/errors.md, the printed `print(e)`): five errors, each message with its
+    # `[type=…]` kept with the field location printed above it.
+    found = error_findings(read("pydantic_validation_errors.txt"))
+    assert [at for _, at in found] == ["is_required", "gt_int", "list_of_ints.2", "a_float", "recursive_model.lng"]
+    assert found[1] == ("Input should be greater than 42 [type=greater_than, input_value=21, input_type=int]", "gt_int")
+    # cc-wakil_09cc95ef (tune half; ebridges/wakil, MIT), line 105: under pytest the lines carry `E`; the
+    # block's first line is kept with its crash location, and the missing field's line after it.
+    wakil = error_findings(read("pytest_pydantic_validation.txt"))
+    assert wakil[0][1] == "src/wakil/skills/resolver.py:167: SkillResolutionError"
+    assert wakil[1] == ("E             Field required [type=missing, input_value={'name': 'meeting-synthesis', "
+                        "'skill_api': 1}, input_type=dict]", "description")
+    # Without the `N validation errors for` header, a `[type=…]` line is someone's prose, not pydantic's.
+    assert error_lines(read("pydantic_validation_errors.txt").split("\n", 1)[1]) == []
+
+
+def test_git_usage_says_the_command_did_not_run():
+    # cc-starcar_64c15364 (tune half; polecatspeaks/StarCar, MIT), line 247: `git revert … -q` printed its
+    # usage and ran nothing; the script's next commands (`git log`, `ls`) printed on.
+    assert error_lines(read("git_revert_usage.txt")) == [
+        "usage: git revert [--[no-]edit] [-n] [-m <parent-number>] [-s] [-S[<keyid>]] <commit>..."]

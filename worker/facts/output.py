@@ -66,6 +66,11 @@ CI_LOG_PREFIX_RE = re.compile(r"^[^\t\n]*\t[^\t\n]*\t\d{4}-\d\d-\d\dT[\d:.]+Z ")
 # "Workflow commands for GitHub Actions", @actions/core setFailed): the rows read the message; the
 # marker stays on the unwrapped line's raw form, where the annotation row looks for it.
 GHA_ANNOTATION_RE = re.compile(r"^##\[(?:error|warning)\]")
+# Claude Code's refusal of a tool call (a validation or permission error, not the tool's output)
+# is wrapped in `<tool_use_error>…</tool_use_error>` (worker/formats/claude_code.py). The rows read
+# the message inside; the kept line shows the tags, which say who refused: the harness, not the
+# program. Only Claude Code writes them, so one refusal always reads the same.
+TOOL_USE_ERROR_OPEN, TOOL_USE_ERROR_CLOSE = "<tool_use_error>", "</tool_use_error>"
 # mise runs a task with its output lines prefixed by the task's name, `[lint:go] msg`, and ends a
 # failed one with `[lint:go] ERROR task failed` (mise's task.output "prefix"/"interleave"; names
 # are lowercase, `ns:task`); Maven's `[ERROR]` and NestJS's `[Nest]` are not task names, nor a
@@ -228,6 +233,13 @@ PHP_FRAME_RE = re.compile(r"^\S*\.php:\d+$")  # PHPUnit's location of a failed a
 PHPUNIT_TEST_RE = re.compile(r"^\d+\) [\w\\]+::\w+")  # `1) Tests\\FooTest::testBar`
 PHPUNIT_FAILURES_RE = re.compile(r"^There (?:was|were) \d+ (?:failures?|errors?):$")
 NEXT_LOCATION_RE = re.compile(r"^\./\S+:\d+:\d+$")
+# pydantic's ValidationError prints `N validation errors for Model`, then per error its location
+# (`items.3.name`), the message indented under it with `[type=…, input_value=…, input_type=…]`, and
+# a `For further information visit` link (pydantic-core src/errors/validation_exception.rs,
+# `display_errors`; `[type=…]` alone with hide_input). Under pytest each line carries its `E`.
+PYDANTIC_HEADER_RE = re.compile(r"\b\d+ validation errors? for \S")
+PYDANTIC_ERROR_RE = re.compile(r"^(?:E\s+)?\S.*? \[type=[\w.-]+(?:, input_value=.*?)?(?:, input_type=\w+)?\]$")
+PYDANTIC_LOOKBACK = 60  # three lines per error: a header 20 errors up still counts them
 NEXT_LOCATION_LOOKBACK = 2  # Next.js prints the `./file:line:col` right above `Type error:`; one line of slack
 SHELLCHECK_HEADING_RE = re.compile(r"^In \S.* line \d+:$")
 JS_FRAMES_LOOKAHEAD = 30  # jest/vitest print the failing code frame between the message and the stack
@@ -427,6 +439,18 @@ def _annotated_error(lines: Lines, i: int) -> bool:
 def _pytest_block_start(lines: Lines, i: int) -> bool:
     """The first line of pytest's `E` block, not one of the lines that explain it."""
     return i == 0 or not lines[i - 1][0].startswith("E ")
+
+
+def _pydantic_validation(lines: Lines, i: int) -> bool:
+    """A `[type=…]` line under pydantic's `N validation errors for Model` header."""
+    return _above(lines, i, PYDANTIC_LOOKBACK, lambda _raw, line: PYDANTIC_HEADER_RE.search(line)) is not None
+
+
+def _pydantic_location(lines: Lines, i: int) -> str | None:
+    """The field location pydantic prints above the message (`items.3.name`)."""
+    above = lines[i - 1][1].removeprefix("E").strip() if i else ""
+    return above if above and not PYDANTIC_ERROR_RE.match(lines[i - 1][1]) and not PYDANTIC_HEADER_RE.search(above) \
+        and " " not in above else None
 
 
 def _go_requires_chain(lines: Lines, i: int) -> str | None:
@@ -664,6 +688,11 @@ CONVENTIONS: tuple[Convention, ...] = (
                "pytest: the failing assertion's explanation lines start with `E` (FormattedExcinfo, _pytest/_code/code.py); "
                "the crash location `path:line: ExcType` follows; the block's first line says what failed, the lines "
                "under it (`+  where …`, a diff) explain it", at=_pytest_crash_location, when=_pytest_block_start),
+    Convention("pydantic validation", PYDANTIC_ERROR_RE,
+               "pydantic's ValidationError: under `N validation errors for Model`, each error's location line, then "
+               "`  msg [type=missing, input_value={…}, input_type=dict]` (pydantic-core src/errors/"
+               "validation_exception.rs display_errors; docs.pydantic.dev errors/validation_errors); under pytest "
+               "each line carries its `E`", at=_pydantic_location, when=_pydantic_validation),
     Convention("pytest summary", _rx(r"^(?:(?:FAILED|ERROR) \S+::\S+|ERROR \S+\.py(?: - \S.*)?$)"),
                "pytest short test summary (-r, default `fE`): `FAILED path::test - ExcType: msg` (docs how-to/output); "
                "a module that failed to collect is `ERROR path.py - ExcType: msg`, or `ERROR path.py` alone where the "
@@ -752,6 +781,10 @@ CONVENTIONS: tuple[Convention, ...] = (
     Convention("bun test failure", _rx(r"^(\(fail\) \S.*?)(?: \[[\d.]+m?s\])?$"),
                "bun test's default reporter: `(pass)` / `(fail) describe > test [12.00ms]` per test, the failure's "
                "`error: expect(received).toBe(expected)` and `Expected: …` / `Received: …` above it (bun.com/docs/cli/test)"),
+    Convention("git usage", _rx(r"^usage: git [\w-]+ \S"),
+               "git's parse-options: a command given an option it does not take prints `usage: git <cmd> …` (after "
+               "`error: unknown switch`, where the shell keeps it) and exits 129 without running (parse-options.c "
+               "usage_with_options)", heading=True),
     Convention("git conflict", _rx(r"^CONFLICT \([\w/ -]+\): \S"),
                "git merge/rebase/cherry-pick: `CONFLICT (content): Merge conflict in <path>` per conflicted path "
                "(merge-ort.c, `CONFLICT (%s): Merge conflict in %s`)"),
@@ -1024,6 +1057,16 @@ def _unprefixed(raw: str) -> str:
     return TASK_PREFIX_RE.sub("", CI_LOG_PREFIX_RE.sub("", ANSI_RE.sub("", raw)))
 
 
+def quoted_line(raw: str, line: str) -> str:
+    """The unwrapped `line` as the output shows it, for keeping: with the `<tool_use_error>` tags its
+    raw form has. A GitHub Actions annotation's `##[error]` stays off: the same error run locally,
+    without it, is the same fact."""
+    shown = raw.strip()
+    start = TOOL_USE_ERROR_OPEN if shown.startswith(TOOL_USE_ERROR_OPEN) else ""
+    end = TOOL_USE_ERROR_CLOSE if shown.endswith(TOOL_USE_ERROR_CLOSE) else ""
+    return start + line + end
+
+
 def unwrap_line(raw: str) -> str:
     """A line without its harness wrapping (tags, ANSI colours, CI log or task prefix), stripped."""
     return WRAPPER_TAG_RE.sub("", GHA_ANNOTATION_RE.sub("", _unprefixed(raw).strip())).strip()
@@ -1065,7 +1108,7 @@ def split_error_findings(output: str) -> tuple[list[tuple[str, str | None]], lis
         for rule in CONVENTIONS:
             m = rule.line.search(line)
             if m and (rule.when is None or rule.when(lines, i)):
-                text = m.group(1) if m.groups() else line
+                text = m.group(1) if m.groups() else quoted_line(raw, line)
                 said = rule.message(lines, i) if rule.message else None
                 text = f"{text} {said}" if said else text
                 text = kept[i][0] + text if rule.task_prefix else text
