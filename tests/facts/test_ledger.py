@@ -26,7 +26,7 @@ from worker.facts.ledger import (
     is_chitchat,
 )
 from worker.facts.output import error_lines, find_tallies
-from worker.facts.shell import looks_like_path, only_looks, run_key, sets_up, shell_file_actions
+from worker.facts.shell import looks_like_path, only_looks, publishes, run_key, sets_up, shell_file_actions
 from worker.formats import claude_code
 from worker.pipeline.checkpoint import ledger_sections, render_summary
 
@@ -191,6 +191,27 @@ def test_grep_without_match_is_not_an_error():
 ])
 def test_setup_runs_by_each_tools_cli(command, setup):
     assert sets_up(command) is setup
+
+
+# Commands from the tune half (cc-langlearntts, cc-starcar, pi-authgo, cc-meow-ja): what changed the
+# repository's history, a remote or a PR is published; listing tags, reading a PR or the API is not.
+@pytest.mark.parametrize("command, published", [
+    ("git tag v0.6.3 && git push origin main v0.6.3", True), ("git revert --no-edit b6443c1", True),
+    ("gh pr merge 5 --repo polecatspeaks/StarCar --merge --delete-branch 2>&1 | tail -3", True),
+    ("gh api -X PUT repos/polecatspeaks/StarCar/branches/main/protection --input -", True),
+    ('gh pr create --base main --head soph/x --title "Harden OAuth client security checks"', True),
+    ("cargo publish", True), ("git tag", False), ("git tag -l 'v*'", False), ("gh pr view 5 --json state", False),
+    ("gh api repos/polecatspeaks/StarCar", False), ("git status -sb", False), ("echo 'git push'", False),
+    ("npm test", False),
+])
+def test_published_runs_by_each_tools_cli(command, published):
+    assert publishes(command) is published
+
+
+def test_process_listings_and_waits_only_look():
+    assert only_looks('ps aux | grep "nest\\|node.*api" | grep -v grep | head -5')
+    assert only_looks("sleep 5 && tail -20 /private/tmp/claude-501/tasks/b3d53de.output")
+    assert not only_looks("kill 33189") and not only_looks("sleep 1; rm -rf dist")
 
 
 # ---------------------------------------------------------------------------- paths

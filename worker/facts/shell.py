@@ -54,7 +54,11 @@ READ_COMMANDS = {"cat", "head", "tail", "less", "more", "bat", "nl", "wc"}
 # checkpoint short of room drops it before `npm install x` or `bd update y` (reads and chatter).
 LOOK_PROGRAMS = FILTER_PROGRAMS | READ_COMMANDS | {"ls", "pwd", "echo", "printf", "find", "fd", "tree", "stat", "file",
                                                    "du", "df", "which", "type", "diff", "jq", "date", "whoami", "env"}
-LOOK_GIT_SUBCOMMANDS = {"status", "diff", "log", "show", "remote", "rev-parse", "ls-files", "blame", "describe"}
+LOOK_GIT_SUBCOMMANDS = {"status", "diff", "log", "show", "remote", "rev-parse", "ls-files", "blame", "describe",
+                        "ls-remote", "shortlog", "grep", "rev-list", "cat-file", "show-ref", "merge-base"}
+# ... and process listings (procps `ps`, `pgrep`; `lsof`) and a wait (`sleep`), which change nothing.
+# (`gh pr view` reads too, but it is how a session learns where its PR stands: not a detail.)
+LOOK_PROCESS_PROGRAMS = {"ps", "pgrep", "lsof", "sleep"}
 # Any program asked for its usage or version only prints it and exits (GNU Coding Standards 4.8,
 # `--help` and `--version`: "other options and arguments should be ignored once this is seen";
 # cobra's and clap's generated `help` subcommand does the same).
@@ -344,7 +348,7 @@ def only_looks(command: str) -> bool:
         elif program == "sed":
             if _sed_files(words[1:])[0]:
                 return False
-        elif program not in LOOK_PROGRAMS:
+        elif program not in LOOK_PROGRAMS and program not in LOOK_PROCESS_PROGRAMS:
             return False
     return True
 
@@ -380,6 +384,38 @@ def sets_up(command: str) -> bool:
         if args and args[0] in SETUP_SUBCOMMANDS.get(program, ()):
             return True
         if program in PACKAGE_RUNNERS and args and args[0] in SERVER_SCRIPTS:
+            return True
+    return False
+
+
+# Subcommands that change what others see, by each tool's documented CLI: the repository's history
+# or a remote (git push, tag, merge, rebase, revert, cherry-pick, reset), a pull request, release or
+# issue (gh), a package registry (npm/pnpm/yarn/cargo publish, docker push). The continuing agent
+# must know these happened and not run them again, whatever their age.
+PUBLISH_SUBCOMMANDS = {
+    "git": {"push", "tag", "merge", "rebase", "revert", "cherry-pick", "reset"},
+    "npm": {"publish"}, "pnpm": {"publish"}, "yarn": {"publish"}, "cargo": {"publish"}, "docker": {"push"},
+}
+GH_PUBLISH = {"pr": {"create", "merge", "close", "ready", "review", "edit", "comment"},
+              "release": {"create", "edit", "delete"}, "issue": {"create", "close", "edit", "comment"}}
+GH_API_WRITE_RE = re.compile(r"(?:^|\s)(?:-X|--method)[= ]?(?:POST|PUT|PATCH|DELETE)\b")
+
+
+def publishes(command: str) -> bool:
+    """Does `command` change what others see (PUBLISH_SUBCOMMANDS, GH_PUBLISH, `gh api -X PUT`)?"""
+    for seg in segments(strip_heredocs(command)[0]):
+        words = command_words(seg)
+        if not words:
+            continue
+        program = words[0].rsplit("/", 1)[-1]
+        args = [w for w in words[1:] if not w.startswith("-")]
+        if program == "git" and args[:1] == ["tag"] and (len(args) < 2 or {"-l", "--list"} & set(words)):
+            continue  # `git tag` alone, or with `-l <pattern>`, lists the tags
+        if args and args[0] in PUBLISH_SUBCOMMANDS.get(program, ()):
+            return True
+        if program == "gh" and len(args) >= 2 and args[1] in GH_PUBLISH.get(args[0], ()):
+            return True
+        if program == "gh" and args[:1] == ["api"] and GH_API_WRITE_RE.search(" ".join(words)):
             return True
     return False
 

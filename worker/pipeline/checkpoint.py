@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from ..facts.ledger import CommandFact, ErrorFact, Ledger, budget_user_instructions
-from ..facts.shell import cut_command, only_looks, sets_up
+from ..facts.shell import cut_command, only_looks, publishes, sets_up
 from ..facts.text import CITED_COMMAND_MAX_CHARS, code, command_result, cut_end, cut_middle, one_line
 from ..facts.workstate import WorkItem, WorkState
 from .anchor import bounded
@@ -109,7 +109,7 @@ MORE_NOT_SHOWN = "… {n} more"
 RANK_OPEN_ERROR = 0  # an unresolved error is the work itself
 RANK_RULE = 1  # the user's constraints (every message they typed that the ledger keeps), verbatim
 RANK_OPEN_WORK = 2  # In Progress / Blocked
-RANK_CHANGED = 3  # files changed, commits, the current branch
+RANK_CHANGED = 3  # files changed, commits, the current branch, runs that set it up or published (a push, a PR)
 RANK_LAST_RUN = 4  # the last failing and the last passing command, the latest test tally
 RANK_DONE = 5  # finished work, runs that changed something (an install, a version bump)
 RANK_RESOLVED = 6  # fixed errors: history, and the fix is in Done and the files
@@ -353,7 +353,7 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
             return command_result(c, t['exit'], t['failed'], shown_as)
         critical.append(Bullet(f"{t['commands_ok'] if dense else t['commands']}:", subs=[
             run(c) + where(c.message_ids[-IDS_PER_RUN:]) for c in shown],
-            sub_ranks=[RANK_LAST_RUN if id(c) in last else RANK_CHANGED if sets_up(c.command) and c.status != "failed"
+            sub_ranks=[RANK_LAST_RUN if id(c) in last else RANK_CHANGED if (sets_up(c.command) or publishes(c.command)) and c.status != "failed"
                        else RANK_DETAIL if only_looks(c.command) else RANK_DONE for c in shown],
             group=True, newest_last=True))
 
