@@ -278,6 +278,24 @@ def test_commits_and_branches():
     assert "`3bb8701` `Fix rounding`" in md and "`fix-rounding` (current)" in md
 
 
+def test_a_quiet_heredoc_commit_in_a_long_script_is_named_by_git_log():
+    """cc-starcar (tune half; polecatspeaks/StarCar, MIT), line 174: Claude Code's heredoc commit
+    message, `git commit -q` (no `[branch sha]` line), then `git log --oneline -1`, inside a script
+    longer than the command the ledger keeps."""
+    command = ("cd /c/Users/Chris/git/starcar\n" + "gh issue comment 4 --body 'x'\n" * 30 + "git add CLAUDE.md\n"
+               "git commit -q -m \"$(cat <<'EOF'\ndocs: STANDING ORDER - never commit to main, everything lands by PR, "
+               "docs included\n\nOwner order issued on founding day.\nEOF\n)\"\ngit log --oneline -1")
+    output = ("warning: in the working copy of 'CLAUDE.md', LF will be replaced by CRLF the next time Git touches it\n"
+              "31297f4 docs: STANDING ORDER - never commit to main, everything lands by PR, docs included")
+    b = Builder()
+    b.bash(command, output)
+    b.bash('git commit -q -m "probe: expected to be refused"\ngit push origin main', "Everything up-to-date")
+    ledger = extract_ledger(b.messages)
+    assert [(c.sha, c.text) for c in ledger.commits] == [
+        ("31297f4", "docs: STANDING ORDER - never commit to main, everything lands by PR, docs included"),
+        (None, "probe: expected to be refused")]
+
+
 def test_pull_requests_gh_opened_and_merged():
     """`gh pr create` prints the new pull request's URL (cc-lockcodemanager, tune half, with git's
     warning above it); `gh pr merge` its confirmation (cli/cli pkg/cmd/pr/merge/merge_test.go, MIT);

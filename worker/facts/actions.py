@@ -37,6 +37,7 @@ from .output import (
     failing_test_ids,
     find_tallies,
     first_meaningful_line,
+    oneline_sha,
     only_summaries,
     output_excerpt,
     split_error_findings,
@@ -123,6 +124,9 @@ class Action:
     branches: list[str] = field(default_factory=list)
     pull_requests: list[tuple[int, str, str | None, str | None]] = field(default_factory=list)  # (number, state, title, url)
     edit: tuple[str, str] | None = None  # (old text, new text) of a search/replace edit
+    # Read off the whole command, which `command` may have cut: a commit inside a long script counts.
+    makes_commit: bool = False
+    commit_message: str | None = None  # the subject its `-m` gives
 
     @property
     def verifies(self) -> bool:
@@ -202,7 +206,7 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
     # git prints `[branch sha] subject` once the commit exists (git-commit(1)); a pre-commit hook
     # that fails stops it before. What such a hook printed on the way (a test suite's logged
     # `error: …` lines under `1274 pass`) did not fail the run.
-    is_commit = bool(action.command and GIT_COMMIT_CMD_RE.search(action.command))
+    is_commit = action.makes_commit
     created = list(COMMIT_OUTPUT_RE.finditer(output)) if is_commit else []
     if created and action.exit_code in (None, 0) and not is_error:
         action.errors, action.further_errors, action.error_at = [], [], {}
@@ -240,9 +244,9 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
     # A commit git made is a fact even where a later link of the command failed (`&& git push`).
     action.commits += [(m.group(2), m.group(3).strip(), m.group(1)) for m in created]
     if is_commit and not failed and not action.commits:
-        subject = commit_subject(action.command)
+        subject = action.commit_message
         if subject:
-            action.commits.append((None, subject, None))
+            action.commits.append((oneline_sha(output, subject), subject, None))
     if action.command and not failed:
         action.pull_requests = _pull_requests(action.command, output)
     if action.command:
@@ -285,7 +289,13 @@ def _call_action(name: str, args: dict[str, Any], pos: int, message_id: str, cwd
     if command:
         action.files += shell_file_actions(command, cwds)
         action.branches += BRANCH_CMD_RE.findall(command)
+        _commit_of(action, command)
     return action
+
+
+def _commit_of(action: Action, command: str) -> None:
+    if GIT_COMMIT_CMD_RE.search(command):
+        action.makes_commit, action.commit_message = True, commit_subject(command)
 
 
 def scan_actions(messages: list[Message], cwd: str | None = None) -> list[Action]:
@@ -338,6 +348,7 @@ def _harness_action(msg: Message, pos: int, cwds: list[str], actions: list[Actio
                             command=cut_middle(command.strip(), COMMAND_MAX_CHARS), source=run_key(command, cwds))
         user_shell.files = shell_file_actions(command, cwds)
         user_shell.branches += BRANCH_CMD_RE.findall(command)
+        _commit_of(user_shell, command)
         actions.append(user_shell)
     output = msg.meta.get("shell_output")
     if user_shell is not None and isinstance(output, str):

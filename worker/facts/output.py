@@ -148,6 +148,18 @@ PYTEST_ID_RE = re.compile(r"^(?:FAILED|ERROR) (\S+::\S+)")
 EXUNIT_ID_RE = re.compile(r"^(test/\S+_test\.exs):\d+$")
 # What `git commit` and `git checkout`/`git status` print: the commit and the branch.
 COMMIT_OUTPUT_RE = re.compile(r"^\[([\w./+-]+)(?: \(root-commit\))? ([0-9a-f]{7,40})\] (.+)$", re.MULTILINE)
+# `git log --oneline` prints `<abbrev sha> <subject>` per commit, `(HEAD -> dev, origin/dev)` between
+# them where decorations are on (git-log(1), --oneline = --pretty=oneline --abbrev-commit): how a
+# quiet `git commit -q` run followed by `git log --oneline -1` names the commit it made.
+ONELINE_COMMIT = r"^([0-9a-f]{{7,40}})(?: \([^)\n]*\))? {subject}$"
+
+
+def oneline_sha(output: str, subject: str) -> str | None:
+    """The sha `git log --oneline` printed in `output` for the commit with this subject."""
+    m = re.search(ONELINE_COMMIT.format(subject=re.escape(subject)), output, re.MULTILINE)
+    return m.group(1) if m else None
+
+
 BRANCH_OUTPUT_RE = re.compile(
     r"^(?:On branch ([\w./+-]+)|Switched to (?:a new )?branch '([\w./+-]+)')$", re.MULTILINE)
 # What the GitHub CLI prints once a pull request exists or is merged: `gh pr create` its URL on

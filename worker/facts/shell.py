@@ -420,11 +420,22 @@ def publishes(command: str) -> bool:
     return False
 
 
+# Claude Code's Bash tool tells the model to pass a commit message through a heredoc, `git commit -m
+# "$(cat <<'EOF'` / message / `EOF` / `)"` (its Bash tool prompt, "Committing changes with git"), and
+# other agents copy it: the subject is the body's first line.
+COMMIT_HEREDOC_RE = re.compile(r"""(?:-m|--message)[= ]?"\$\(cat\s*""" + HEREDOC_RE.pattern + r"\s*\n")
+
+
 def commit_subject(command: str) -> str | None:
     for tokens in segments(strip_heredocs(command)[0]):
         for i, tok in enumerate(tokens[:-1]):
             if tok in ("-m", "--message") and "commit" in tokens and "$(" not in tokens[i + 1]:
                 return tokens[i + 1].strip().split("\n")[0] or None
+    for m in COMMIT_HEREDOC_RE.finditer(command):
+        line_start = command.rfind("\n", 0, m.start()) + 1
+        if GIT_COMMIT_CMD_RE.search(command[line_start:m.start()]):
+            bodies = strip_heredocs(command[line_start:])[1]  # the commit line's heredoc comes first
+            return next((line.strip() for line in bodies[0].split("\n") if line.strip()), None) if bodies else None
     return None
 
 
