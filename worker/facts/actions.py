@@ -124,9 +124,9 @@ class Action:
     branches: list[str] = field(default_factory=list)
     pull_requests: list[tuple[int, str, str | None, str | None]] = field(default_factory=list)  # (number, state, title, url)
     edit: tuple[str, str] | None = None  # (old text, new text) of a search/replace edit
-    # Read off the whole command, which `command` may have cut: a commit inside a long script counts.
-    makes_commit: bool = False
-    commit_message: str | None = None  # the subject its `-m` gives
+    # The whole command, which `command` may have cut: a commit or a `gh pr create` inside a long
+    # script counts. Read while the result is analyzed, never rendered.
+    script: str | None = field(default=None, repr=False)
 
     @property
     def verifies(self) -> bool:
@@ -206,7 +206,7 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
     # git prints `[branch sha] subject` once the commit exists (git-commit(1)); a pre-commit hook
     # that fails stops it before. What such a hook printed on the way (a test suite's logged
     # `error: …` lines under `1274 pass`) did not fail the run.
-    is_commit = action.makes_commit
+    is_commit = bool(action.script and GIT_COMMIT_CMD_RE.search(action.script))
     created = list(COMMIT_OUTPUT_RE.finditer(output)) if is_commit else []
     if created and action.exit_code in (None, 0) and not is_error:
         action.errors, action.further_errors, action.error_at = [], [], {}
@@ -244,11 +244,11 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
     # A commit git made is a fact even where a later link of the command failed (`&& git push`).
     action.commits += [(m.group(2), m.group(3).strip(), m.group(1)) for m in created]
     if is_commit and not failed and not action.commits:
-        subject = action.commit_message
+        subject = commit_subject(action.script or "")
         if subject:
             action.commits.append((oneline_sha(output, subject), subject, None))
-    if action.command and not failed:
-        action.pull_requests = _pull_requests(action.command, output)
+    if action.script and not failed:
+        action.pull_requests = _pull_requests(action.script, output)
     if action.command:
         action.branches += [a or b for a, b in BRANCH_OUTPUT_RE.findall(output)]
         action.branches += [sha_branch for _, _, sha_branch in action.commits if sha_branch]
@@ -282,20 +282,14 @@ def _call_action(name: str, args: dict[str, Any], pos: int, message_id: str, cwd
     """One tool call as an Action without its result yet: command, files, edit, run key."""
     command = shell_command(args) if name.lower() in SHELL_TOOLS else None
     action = Action(pos=pos, message_id=message_id, call_message_id=message_id, tool=name,
-                    command=cut_middle(command.strip(), COMMAND_MAX_CHARS) if command else None)
+                    command=cut_middle(command.strip(), COMMAND_MAX_CHARS) if command else None, script=command)
     action.files = _call_files(name, args, cwds)
     action.edit = _edit_pair(args)
     action.source = run_key(command, cwds) if command else " ".join([name] + [p for p, _ in action.files[:1]])
     if command:
         action.files += shell_file_actions(command, cwds)
         action.branches += BRANCH_CMD_RE.findall(command)
-        _commit_of(action, command)
     return action
-
-
-def _commit_of(action: Action, command: str) -> None:
-    if GIT_COMMIT_CMD_RE.search(command):
-        action.makes_commit, action.commit_message = True, commit_subject(command)
 
 
 def scan_actions(messages: list[Message], cwd: str | None = None) -> list[Action]:
@@ -345,10 +339,10 @@ def _harness_action(msg: Message, pos: int, cwds: list[str], actions: list[Actio
     command = msg.meta.get("shell_command")
     if isinstance(command, str) and command.strip():
         user_shell = Action(pos=pos, message_id=msg.id, call_message_id=msg.id, tool="user_shell",
-                            command=cut_middle(command.strip(), COMMAND_MAX_CHARS), source=run_key(command, cwds))
+                            command=cut_middle(command.strip(), COMMAND_MAX_CHARS), source=run_key(command, cwds),
+                            script=command)
         user_shell.files = shell_file_actions(command, cwds)
         user_shell.branches += BRANCH_CMD_RE.findall(command)
-        _commit_of(user_shell, command)
         actions.append(user_shell)
     output = msg.meta.get("shell_output")
     if user_shell is not None and isinstance(output, str):
