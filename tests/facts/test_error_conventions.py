@@ -887,3 +887,16 @@ def test_git_usage_says_the_command_did_not_run():
     # usage and ran nothing; the script's next commands (`git log`, `ls`) printed on.
     assert error_lines(read("git_revert_usage.txt")) == [
         "usage: git revert [--[no-]edit] [-n] [-m <parent-number>] [-s] [-S[<keyid>]] <commit>..."]
+
+
+def test_testify_keeps_what_failed_with_expected_and_actual():
+    # HBOCodeLabs/infratest PR #6, quoted `go test` output: two failed testify assertions. The message
+    # is the `Error:` label with its `expected:` / `actual  :` lines, located by `Error Trace:`; the
+    # empty `foo_test.go:13:` line over the block is not a message, and the diff repeats the mismatch.
+    assert error_findings(read("testify_not_equal.txt")) == [
+        ('Error:          Not equal: expected: "a" actual  : "b"', "foo.go:11"),
+        ("Error:          Should be true", "foo_test.go:13"),
+        ("--- FAIL: TestAssertEqual (0.00s)", None),
+    ]
+    # Without `Error Trace:` above it, an `Error:` line is some other tool's (a shell's `Error: …`).
+    assert all(at is None for _, at in error_findings("Error: connect ECONNREFUSED 127.0.0.1:5432"))

@@ -249,6 +249,15 @@ NEXT_LOCATION_RE = re.compile(r"^\./\S+:\d+:\d+$")
 # (`items.3.name`), the message indented under it with `[type=…, input_value=…, input_type=…]`, and
 # a `For further information visit` link (pydantic-core src/errors/validation_exception.rs,
 # `display_errors`; `[type=…]` alone with hide_input). Under pytest each line carries its `E`.
+# testify's failed assertion (stretchr/testify assert/assertions.go Fail, labeledOutput): under the
+# `x_test.go:N: ` line (empty: the message is the block), tab-aligned labels `Error Trace:` (the
+# frames), `Error:` (what failed, continued on label-less lines: `expected: 1` / `actual  : 2`),
+# `Test:`, `Messages:`.
+TESTIFY_TRACE_RE = re.compile(r"^Error Trace:\s+(\S+)")
+TESTIFY_ERROR_RE = re.compile(r"^Error:\s+\S")
+TESTIFY_LABEL_RE = re.compile(r"^(?:Error Trace|Error|Test|Messages):\s")
+TESTIFY_TRACE_LOOKBACK = 12  # the frames of a helper chain between `Error Trace:` and `Error:`
+TESTIFY_MESSAGE_LINES = 2  # `expected:` and `actual  :` name the mismatch; a `Diff:` under them repeats it
 PYDANTIC_HEADER_RE = re.compile(r"\b\d+ validation errors? for \S")
 PYDANTIC_ERROR_RE = re.compile(r"^(?:E\s+)?\S.*? \[type=[\w.-]+(?:, input_value=.*?)?(?:, input_type=\w+)?\]$")
 PYDANTIC_LOOKBACK = 60  # three lines per error: a header 20 errors up still counts them
@@ -451,6 +460,30 @@ def _annotated_error(lines: Lines, i: int) -> bool:
 def _pytest_block_start(lines: Lines, i: int) -> bool:
     """The first line of pytest's `E` block, not one of the lines that explain it."""
     return i == 0 or not lines[i - 1][0].startswith("E ")
+
+
+def _testify_trace(lines: Lines, i: int) -> str | None:
+    """The first frame of the `Error Trace:` label above testify's `Error:` (the frames between
+    have no label), or None where the nearest label above is not one."""
+    label = _above(lines, i, TESTIFY_TRACE_LOOKBACK, lambda _raw, line: TESTIFY_LABEL_RE.match(line))
+    m = TESTIFY_TRACE_RE.match(label or "")
+    return m.group(1) if m else None
+
+
+def _go_test_message(lines: Lines, i: int) -> bool:
+    """A failing test's `x_test.go:N: msg`, not the empty one testify's block follows."""
+    empty = lines[i][1].endswith(":") and i + 1 < len(lines) and TESTIFY_TRACE_RE.match(lines[i + 1][1])
+    return not empty and _go_test_failed(lines, i)
+
+
+def _testify_more(lines: Lines, i: int) -> str | None:
+    """The label-less lines that continue testify's `Error:` (`expected: …` / `actual  : …`)."""
+    more = []
+    for _raw, line in lines[i + 1:i + 1 + TESTIFY_MESSAGE_LINES]:
+        if not line or TESTIFY_LABEL_RE.match(line) or line.startswith("Diff:"):
+            break
+        more.append(line)
+    return " ".join(more) or None
 
 
 def _pydantic_validation(lines: Lines, i: int) -> bool:
@@ -671,7 +704,12 @@ CONVENTIONS: tuple[Convention, ...] = (
                "the test frameworks", at=_exception_location),
     Convention("go test message", _rx(r"^(?:\S+/)?[\w.-]+_test\.go:\d+:(?: |$)"),
                "Go testing package: t.Errorf/t.Fatalf print `file_test.go:LINE: msg` (pkg.go.dev/testing, decorate)",
-               when=_go_test_failed),
+               when=_go_test_message),
+    Convention("testify assertion", TESTIFY_ERROR_RE,
+               "testify's failed assertion under `x_test.go:N: `: `Error Trace:\t<file:line>` frames, `Error:\t<what "
+               "failed>` continued by `expected: …` / `actual  : …`, then `Test:` and `Messages:` (stretchr/testify "
+               "assert/assertions.go Fail, labeledOutput)", at=_testify_trace, message=_testify_more,
+               when=lambda lines, i: _testify_trace(lines, i) is not None),
     Convention("go test failure", _rx(r"^--- FAIL: \S"),
                "Go testing package: `--- FAIL: TestName (0.00s)` per failed test (pkg.go.dev/testing)", heading=True),
     Convention("go panic", _rx(r"^panic: "),
