@@ -900,3 +900,13 @@ def test_testify_keeps_what_failed_with_expected_and_actual():
     ]
     # Without `Error Trace:` above it, an `Error:` line is some other tool's (a shell's `Error: …`).
     assert all(at is None for _, at in error_findings("Error: connect ECONNREFUSED 127.0.0.1:5432"))
+
+
+def test_a_missing_command_under_sh_and_jq_errors():
+    # publi0/mikrotik-dns issue #13: a BuildKit plain-progress log (`#31 32.58 ` off each line); BusyBox
+    # ash's `not found`, once though the build printed it three times.
+    assert error_lines(read("buildkit_ash_not_found.txt")) == ["/bin/sh: pnpm: not found"]
+    # jqlang/jq tests/shtest: each `jq: error` line, not the caret lines under them nor the count.
+    lines = error_lines(read("jq_errors.txt"))
+    assert len(lines) == 4 and all(line.startswith("jq: error") for line in lines)
+    assert "jq: error (at <stdin>:1): Unfinished abandoned text at EOF at line 2, column 0" in lines

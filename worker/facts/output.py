@@ -61,7 +61,10 @@ OUTPUT_EXCERPT_MAX_LINES = 2  # ... and so is a two-line answer; a third line ma
 # ANSI colour codes, a GitHub Actions log prefix (`job<TAB>step<TAB>2026-…Z `).
 WRAPPER_TAG_RE = re.compile(r"^(?:<[\w-]+>\s*)+|(?:\s*</[\w-]+>)+$")
 ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-CI_LOG_PREFIX_RE = re.compile(r"^[^\t\n]*\t[^\t\n]*\t\d{4}-\d\d-\d\dT[\d:.]+Z ")
+# ... or BuildKit's plain progress (`docker build --progress=plain`, what a non-TTY gets): each line of
+# a step's output as `#31 32.58 msg`, step number and seconds (moby/buildkit util/progress/progressui
+# printer.go). Either way the prefix is the log's, not the message's.
+CI_LOG_PREFIX_RE = re.compile(r"^(?:[^\t\n]*\t[^\t\n]*\t\d{4}-\d\d-\d\dT[\d:.]+Z |#\d+ \d+\.\d+ )")
 # A workflow command's annotation in the log (`::error::msg` shows as `##[error]msg`; docs.github.com
 # "Workflow commands for GitHub Actions", @actions/core setFailed): the rows read the message; the
 # marker stays on the unwrapped line's raw form, where the annotation row looks for it.
@@ -1017,6 +1020,14 @@ CONVENTIONS: tuple[Convention, ...] = (
                "strerror(3) ENOENT/EACCES texts, libuv/node's `EACCES: permission denied, open '…'` / `ENOENT: no such file…`, bash's "
                "`command not found`, SIGSEGV's psignal text; the network, disk and EPERM texts where perror(3) puts "
                "them, after `: ` at the end (`fusermount: mount failed: Operation not permitted`)"),
+    Convention("sh not found", _rx(r"^(?:/bin/)?(?:sh|dash|ash)(?:: \d+)?: \S.*: not found$"),
+               "a POSIX sh that is not bash, on a missing command: dash (Debian's and Ubuntu's /bin/sh) `sh: 1: pnpm: "
+               "not found` (src/exec.c `%s: not found` after error.c's `sh: <line>: `), BusyBox ash (Alpine's) "
+               "`/bin/sh: pnpm: not found` (shell/ash.c)"),
+    Convention("jq error", _rx(r"^jq: error\b"),
+               "jq's runtime error `jq: error (at <stdin>:0): Cannot index string with \"x\"` and compile error "
+               "`jq: error: syntax error, … at <top-level>, line 1:`, not the `jq: 1 compile error` count under it "
+               "(jq src/main.c, src/util.c; jqlang.github.io/jq/manual)"),
     Convention("node resolution", _rx(r"\bCannot find module\b|\bModule not found\b"),
                "node's MODULE_NOT_FOUND `Cannot find module 'x'`, webpack's `Module not found:`"),
     Convention("api error message", _rx(r'^"message"\s*:\s*"((?:[^"\\]|\\.)+)",?$'),
