@@ -26,7 +26,15 @@ from worker.facts.ledger import (
     is_chitchat,
 )
 from worker.facts.output import error_lines, find_tallies
-from worker.facts.shell import looks_like_path, only_looks, publishes, run_key, sets_up, shell_file_actions
+from worker.facts.shell import (
+    looks_like_path,
+    normalize_path,
+    only_looks,
+    publishes,
+    run_key,
+    sets_up,
+    shell_file_actions,
+)
 from worker.formats import claude_code
 from worker.pipeline.checkpoint import ledger_sections, render_summary
 
@@ -215,6 +223,17 @@ def test_process_listings_and_waits_only_look():
 
 
 # ---------------------------------------------------------------------------- paths
+def test_a_windows_file_has_one_name():
+    """cc-starcar (tune half; Claude Code on Windows): the Write tool names `C:\\Users\\…\\docs\\setup.md`,
+    Git Bash `/c/Users/…/scripts/board.ps1`, the session's cwd is `C:\\Users\\Chris\\git\\starcar`."""
+    cwds = ["C:\\Users\\Chris\\git\\starcar"]
+    assert normalize_path("C:\\Users\\Chris\\git\\starcar\\docs\\setup.md", cwds) == "docs/setup.md"
+    assert normalize_path("/c/Users/Chris/git/starcar/scripts/board.ps1", cwds) == "scripts/board.ps1"
+    assert normalize_path("C:\\Users\\Chris\\.claude\\memory\\MEMORY.md", cwds) == "C:/Users/Chris/.claude/memory/MEMORY.md"
+    assert normalize_path("/c/Users/Chris/.claude/memory/MEMORY.md", cwds) == "C:/Users/Chris/.claude/memory/MEMORY.md"
+    assert normalize_path("/c/src/app.py", ["/home/u/proj"]) == "/c/src/app.py"  # no Windows cwd: a POSIX path
+
+
 def test_paths_are_conservative():
     assert looks_like_path("src/a.py") and looks_like_path("Makefile") and looks_like_path("../tui/x.ts")
     assert looks_like_path("~/.pi/agent/themes/custom.json")

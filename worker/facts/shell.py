@@ -103,10 +103,27 @@ def looks_like_path(token: str) -> bool:
     return bool(FILE_EXT_RE.search(token)) or token in BARE_FILE_NAMES
 
 
+# A Windows file has three spellings in one session: `C:\\Users\\x\\a.md` (the file tools, the
+# recorded cwd), `C:/Users/x/a.md`, and Git Bash's `/c/Users/x/a.md` (MSYS2's mount of each drive,
+# msys2.org/docs/filesystem-paths). One name: the drive letter upper-case, forward slashes.
+WINDOWS_DRIVE_RE = re.compile(r"^([A-Za-z]):[\\/]")
+MSYS_DRIVE_RE = re.compile(r"^/([A-Za-z])/")
+
+
+def _one_spelling(path: str, windows: bool) -> str:
+    m = WINDOWS_DRIVE_RE.match(path) or (MSYS_DRIVE_RE.match(path) if windows else None)
+    if not m:
+        return path
+    return f"{m.group(1).upper()}:/" + path[m.end():].replace("\\", "/")
+
+
 def normalize_path(path: str, cwds: list[str]) -> str:
-    """Strip `./` and a known working-directory prefix so one file has one name."""
+    """Strip `./` and a known working-directory prefix so one file has one name (a Windows
+    path in one spelling first)."""
+    windows = any(WINDOWS_DRIVE_RE.match(c) for c in cwds)
+    path = _one_spelling(path, windows)
     for cwd in cwds:
-        root = cwd.rstrip("/") + "/"
+        root = _one_spelling(cwd, windows).rstrip("/") + "/"
         if path.startswith(root) and len(path) > len(root):
             path = path[len(root):]
             break
