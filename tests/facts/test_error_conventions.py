@@ -910,3 +910,11 @@ def test_a_missing_command_under_sh_and_jq_errors():
     lines = error_lines(read("jq_errors.txt"))
     assert len(lines) == 4 and all(line.startswith("jq: error") for line in lines)
     assert "jq: error (at <stdin>:1): Unfinished abandoned text at EOF at line 2, column 0" in lines
+
+
+def test_a_suite_broken_one_way_is_named_by_its_first_failures_and_a_count():
+    # cc-wakil (tune half), line 105: 19 FAILED lines, most of them one SkillResolutionError in one file.
+    lines = error_lines(read("pytest_pydantic_validation.txt"))
+    resolver = [x for x in lines if x.startswith("FAILED tests/unit/test_skills_resolver.py::")]
+    assert len(resolver) <= 2
+    assert lines[-1].startswith("… ") and lines[-1].endswith(" more failed tests in this output")

@@ -38,6 +38,12 @@ LINT_ROWS = frozenset({"eslint", "biome", "markdownlint", "golangci-lint", "rust
                        "oxlint"})
 MAX_LINT_LINES_PER_RULE = 1  # the same rule's next violation is the same fix in another place
 LINT_MORE = "… {n} more lint errors in this output ({rule})"
+# pytest's short summary names each failed test, `FAILED path::test - ExcType: msg`: a suite broken
+# one way fails tens of tests in one file with one exception. The first few of each (file, exception)
+# name it; a count stands for the rest, which a re-run lists again.
+MAX_TESTS_PER_FAILURE = 2
+TESTS_MORE = "… {n} more failed tests in this output"
+PYTEST_SUMMARY_GROUP_RE = re.compile(r"^(?:FAILED|ERROR) ([^:\s]+)::\S+(?: - ([\w.]+))?")
 LINT_RULE_RES = (  # tried in order: the first that matches names the rule
     re.compile(r"^(?:\S+:\d+:\d+: )?([A-Z]{1,4}\d{2,4}) "),  # ruff's / flake8's code starts the message
     re.compile(r"^(SC\d{4}) |\[(SC\d{4})\]$"),  # ShellCheck's code
@@ -1177,8 +1183,9 @@ def split_error_findings(output: str) -> tuple[list[tuple[str, str | None]], lis
                 break
     out: list[tuple[str, str | None]] = []
     further: list[tuple[str, str | None]] = []
-    per_rule: dict[tuple[str, str], int] = {}  # (lint row, rule): its lines seen
+    per_rule: dict[tuple[str | None, ...], int] = {}  # (lint row, rule) or (row, file, exception): its lines seen
     left_out: dict[str, int] = {}  # per lint row: the lines not kept
+    tests_left_out = 0  # pytest summary lines past MAX_TESTS_PER_FAILURE of their (file, exception)
     for _, text, at, name in sorted(found, key=lambda f: f[0]):  # stable: output order within each kind
         text = cut_middle(text, ERROR_LINE_MAX_CHARS)
         if any(text == t for t, _ in out):
@@ -1189,11 +1196,20 @@ def split_error_findings(output: str) -> tuple[list[tuple[str, str | None]], lis
             if per_rule[rule] > MAX_LINT_LINES_PER_RULE or len(out) >= MAX_ERROR_LINES_PER_RESULT:
                 left_out[name] = left_out.get(name, 0) + 1
                 continue
+        group = PYTEST_SUMMARY_GROUP_RE.match(text) if name == "pytest summary" else None
+        if group:
+            key = (name, *group.groups())
+            per_rule[key] = per_rule.get(key, 0) + 1
+            if per_rule[key] > MAX_TESTS_PER_FAILURE:
+                tests_left_out += 1
+                continue
         if len(out) < MAX_ERROR_LINES_PER_RESULT:
             out.append((text, at and cut_middle(at, ERROR_LINE_MAX_CHARS)))
         elif len(further) < MAX_FURTHER_ERROR_LINES and all(text != t for t, _ in further):
             further.append((text, at and cut_middle(at, ERROR_LINE_MAX_CHARS)))
     out += [(LINT_MORE.format(n=n, rule=name), None) for name, n in left_out.items()]
+    if tests_left_out:
+        out.append((TESTS_MORE.format(n=tests_left_out), None))
     return out, further
 
 
