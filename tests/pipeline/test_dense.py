@@ -50,6 +50,16 @@ def test_dense_says_each_command_once_with_its_latest_outcome_and_no_id() -> Non
     assert "`12:3  error  Unexpected var  no-var`" in dense  # the formatter's padding, not its words
 
 
+def test_scripts_that_open_alike_are_one_line() -> None:
+    """cc-wakil (tune half): three scripts opening `SC=/private/tmp/…/scratchpad` showed as three
+    identical cut lines; shown once, with the latest outcome."""
+    sc = "SC=/private/tmp/claude-501/-Users-ebridges-Projects-wakil/09cc95ef/scratchpad\n"
+    scripts = [sc + "cd $SC && qmd collection list", sc + "cd $SC && qmd status", sc + "cd $SC && qmd sync"]
+    facts = Ledger(commands=[CommandFact(c, "ok", 0, None, [f"m{i}"], 1, i) for i, c in enumerate(scripts)])
+    dense = ledger_sections(facts, "en", dense=True)["Critical Context"].body()
+    assert dense.count("SC=/private/tmp/") == 1
+
+
 def test_paths_are_grouped_under_their_common_directory_keeping_their_own() -> None:
     body = grouped_paths(ledger_sections(ledger(), "en", dense=True))["Relevant Files"].body()
     assert body.splitlines()[:3] == ["- `apps/web/src/`", "  - `stores/auth.store.ts` — read, modified",

@@ -342,8 +342,9 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
         critical.append(Bullet(f"{t['branches']}: {', '.join(names)}", rank=RANK_CHANGED))
     if ledger.commands:
         shown = ledger.commands
-        if dense:  # each command once, with its latest outcome
-            latest = {c.command: c for c in sorted(shown, key=lambda c: c.last_seq)}
+        if dense:  # each command once, as it is shown (scripts that open alike are one line), with its latest outcome
+            latest = {cut_command(one_line(c.command), LISTED_COMMAND_MAX_CHARS): c
+                      for c in sorted(shown, key=lambda c: c.last_seq)}
             shown = sorted(latest.values(), key=lambda c: c.last_seq)
         last = [id(c) for st in ("failed", "ok") for c in [next((c for c in reversed(shown) if c.status == st), None)] if c]
         def run(c: CommandFact) -> str:  # dense: a run that exited 0 without output is just the command
