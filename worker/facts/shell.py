@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Iterator
 from typing import Any
 
 from .text import cut_middle
@@ -386,14 +387,17 @@ SERVER_SCRIPTS = {"dev", "start", "serve", "preview"}
 PACKAGE_RUNNERS = {"npm", "pnpm", "yarn", "bun"}
 
 
-def sets_up(command: str) -> bool:
-    """Does `command` set up the environment (SETUP_SUBCOMMANDS, a package's dev server)?"""
+def _runs(command: str) -> Iterator[tuple[str, list[str], list[str]]]:
+    """Each program `command` runs: its name, its words, and its arguments that are not options."""
     for seg in segments(strip_heredocs(command)[0]):
         words = command_words(seg)
-        if not words:
-            continue
-        program = words[0].rsplit("/", 1)[-1]
-        args = [w for w in words[1:] if not w.startswith("-")]
+        if words:
+            yield words[0].rsplit("/", 1)[-1], words, [w for w in words[1:] if not w.startswith("-")]
+
+
+def sets_up(command: str) -> bool:
+    """Does `command` set up the environment (SETUP_SUBCOMMANDS, a package's dev server)?"""
+    for program, words, args in _runs(command):
         if program in PACKAGE_RUNNERS:
             args = [a for a in args if a != "run"]
             if "--filter" in words or "-F" in words:  # pnpm --filter <pkg> dev: the value is not the script
@@ -420,12 +424,7 @@ GH_API_WRITE_RE = re.compile(r"(?:^|\s)(?:-X|--method)[= ]?(?:POST|PUT|PATCH|DEL
 
 def publishes(command: str) -> bool:
     """Does `command` change what others see (PUBLISH_SUBCOMMANDS, GH_PUBLISH, `gh api -X PUT`)?"""
-    for seg in segments(strip_heredocs(command)[0]):
-        words = command_words(seg)
-        if not words:
-            continue
-        program = words[0].rsplit("/", 1)[-1]
-        args = [w for w in words[1:] if not w.startswith("-")]
+    for program, words, args in _runs(command):
         if program == "git" and args[:1] == ["tag"] and (len(args) < 2 or {"-l", "--list"} & set(words)):
             continue  # `git tag` alone, or with `-l <pattern>`, lists the tags
         if args and args[0] in PUBLISH_SUBCOMMANDS.get(program, ()):
