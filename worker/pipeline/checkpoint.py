@@ -110,9 +110,11 @@ RANK_OPEN_ERROR = 0  # an unresolved error is the work itself
 RANK_RULE = 1  # the user's constraints (every message they typed that the ledger keeps), verbatim
 RANK_OPEN_WORK = 2  # In Progress / Blocked
 RANK_CHANGED = 3  # files changed, commits, the current branch, runs that set it up or published (a push, a PR)
+# fixed errors, with the changes that fixed them: what broke and how, so it is not broken again
+# (tune, no model, 8k: ranked 6 660, 5 661, 4 664, 3 667; 16k 906 -> 908)
+RANK_RESOLVED = RANK_CHANGED
 RANK_LAST_RUN = 4  # the last failing and the last passing command, the latest test tally
 RANK_DONE = 5  # finished work, runs that changed something (an install, a version bump)
-RANK_RESOLVED = 5  # fixed errors, beside finished runs: what broke and what fixed it, so it is not broken again (tune: 8k +1, 16k +2)
 RANK_DETAIL = 7  # reads, older runs and tallies, edit snippets, the branch list
 RANK_SPARE = 8  # a long failing run's further error lines: only where every other fact left room
 RANK_REST = 9  # the rest of a quote past its opening (an agent's long report): in what is left at the very end
