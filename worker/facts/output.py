@@ -67,9 +67,9 @@ OUTPUT_EXCERPT_MAX_LINES = 2  # ... and so is a two-line answer; a third line ma
 # ANSI colour codes, a GitHub Actions log prefix (`job<TAB>step<TAB>2026-…Z `).
 WRAPPER_TAG_RE = re.compile(r"^(?:<[\w-]+>\s*)+|(?:\s*</[\w-]+>)+$")
 ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-# ... or BuildKit's plain progress (`docker build --progress=plain`, what a non-TTY gets): each line of
-# a step's output as `#31 32.58 msg`, step number and seconds (moby/buildkit util/progress/progressui
-# printer.go). Either way the prefix is the log's, not the message's.
+# A log's own prefix on each line: the GitHub Actions one above, or BuildKit's plain progress
+# (`docker build --progress=plain`, what a non-TTY gets), `#31 32.58 msg`, step number and seconds
+# (moby/buildkit util/progress/progressui printer.go). Either way it is the log's, not the message's.
 CI_LOG_PREFIX_RE = re.compile(r"^(?:[^\t\n]*\t[^\t\n]*\t\d{4}-\d\d-\d\dT[\d:.]+Z |#\d+ \d+\.\d+ )")
 # A workflow command's annotation in the log (`::error::msg` shows as `##[error]msg`; docs.github.com
 # "Workflow commands for GitHub Actions", @actions/core setFailed): the rows read the message; the
@@ -254,10 +254,6 @@ PHP_FRAME_RE = re.compile(r"^\S*\.php:\d+$")  # PHPUnit's location of a failed a
 PHPUNIT_TEST_RE = re.compile(r"^\d+\) [\w\\]+::\w+")  # `1) Tests\\FooTest::testBar`
 PHPUNIT_FAILURES_RE = re.compile(r"^There (?:was|were) \d+ (?:failures?|errors?):$")
 NEXT_LOCATION_RE = re.compile(r"^\./\S+:\d+:\d+$")
-# pydantic's ValidationError prints `N validation errors for Model`, then per error its location
-# (`items.3.name`), the message indented under it with `[type=…, input_value=…, input_type=…]`, and
-# a `For further information visit` link (pydantic-core src/errors/validation_exception.rs,
-# `display_errors`; `[type=…]` alone with hide_input). Under pytest each line carries its `E`.
 # testify's failed assertion (stretchr/testify assert/assertions.go Fail, labeledOutput): under the
 # `x_test.go:N: ` line (empty: the message is the block), tab-aligned labels `Error Trace:` (the
 # frames), `Error:` (what failed, continued on label-less lines: `expected: 1` / `actual  : 2`),
@@ -267,6 +263,10 @@ TESTIFY_ERROR_RE = re.compile(r"^Error:\s+\S")
 TESTIFY_LABEL_RE = re.compile(r"^(?:Error Trace|Error|Test|Messages):\s")
 TESTIFY_TRACE_LOOKBACK = 12  # the frames of a helper chain between `Error Trace:` and `Error:`
 TESTIFY_MESSAGE_LINES = 2  # `expected:` and `actual  :` name the mismatch; a `Diff:` under them repeats it
+# pydantic's ValidationError prints `N validation errors for Model`, then per error its location
+# (`items.3.name`), the message indented under it with `[type=…, input_value=…, input_type=…]`, and
+# a `For further information visit` link (pydantic-core src/errors/validation_exception.rs,
+# `display_errors`; `[type=…]` alone with hide_input). Under pytest each line carries its `E`.
 PYDANTIC_HEADER_RE = re.compile(r"\b\d+ validation errors? for \S")
 PYDANTIC_ERROR_RE = re.compile(r"^(?:E\s+)?\S.*? \[type=[\w.-]+(?:, input_value=.*?)?(?:, input_type=\w+)?\]$")
 PYDANTIC_LOOKBACK = 60  # three lines per error: a header 20 errors up still counts them
@@ -501,10 +501,12 @@ def _pydantic_validation(lines: Lines, i: int) -> bool:
 
 
 def _pydantic_location(lines: Lines, i: int) -> str | None:
-    """The field location pydantic prints above the message (`items.3.name`)."""
+    """The field location pydantic prints above the message (`items.3.name`): one word, not
+    another error's message nor the header."""
     above = lines[i - 1][1].removeprefix("E").strip() if i else ""
-    return above if above and not PYDANTIC_ERROR_RE.match(lines[i - 1][1]) and not PYDANTIC_HEADER_RE.search(above) \
-        and " " not in above else None
+    if not above or " " in above or PYDANTIC_ERROR_RE.match(lines[i - 1][1]) or PYDANTIC_HEADER_RE.search(above):
+        return None
+    return above
 
 
 def _go_requires_chain(lines: Lines, i: int) -> str | None:
