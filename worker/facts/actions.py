@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -106,7 +107,7 @@ class Action:
     message_id: str  # that message's id
     call_message_id: str | None
     tool: str
-    command: str | None = None  # shell command, verbatim (bounded)
+    script: str | None = field(default=None, repr=False)  # the shell command, whole: a commit deep in a long script counts
     source: str = ""  # what re-running means: `run_key(command)`, or "tool path" for other tools
     files: list[tuple[str, str]] = field(default_factory=list)  # (path, read/created/modified/deleted)
     has_result: bool = False
@@ -124,10 +125,11 @@ class Action:
     branches: list[str] = field(default_factory=list)
     pull_requests: list[tuple[int, str, str | None, str | None]] = field(default_factory=list)  # (number, state, title, url)
     edit: tuple[str, str] | None = None  # (old text, new text) of a search/replace edit
-    # The whole command, which `command` may have cut: a commit or a `gh pr create` inside a long
-    # script counts. Read while the result is analyzed, never rendered.
-    script: str | None = field(default=None, repr=False)
 
+    @cached_property
+    def command(self) -> str | None:
+        """The shell command as facts name it: verbatim, bounded (heredoc scripts are not its identity)."""
+        return cut_middle(self.script.strip(), COMMAND_MAX_CHARS) if self.script else None
     @property
     def verifies(self) -> bool:
         """A test/build/script run whose success is evidence about the work."""
@@ -281,8 +283,7 @@ NESTED_CALLS = "nested_calls"
 def _call_action(name: str, args: dict[str, Any], pos: int, message_id: str, cwds: list[str]) -> Action:
     """One tool call as an Action without its result yet: command, files, edit, run key."""
     command = shell_command(args) if name.lower() in SHELL_TOOLS else None
-    action = Action(pos=pos, message_id=message_id, call_message_id=message_id, tool=name,
-                    command=cut_middle(command.strip(), COMMAND_MAX_CHARS) if command else None, script=command)
+    action = Action(pos=pos, message_id=message_id, call_message_id=message_id, tool=name, script=command)
     action.files = _call_files(name, args, cwds)
     action.edit = _edit_pair(args)
     action.source = run_key(command, cwds) if command else " ".join([name] + [p for p, _ in action.files[:1]])
@@ -339,8 +340,7 @@ def _harness_action(msg: Message, pos: int, cwds: list[str], actions: list[Actio
     command = msg.meta.get("shell_command")
     if isinstance(command, str) and command.strip():
         user_shell = Action(pos=pos, message_id=msg.id, call_message_id=msg.id, tool="user_shell",
-                            command=cut_middle(command.strip(), COMMAND_MAX_CHARS), source=run_key(command, cwds),
-                            script=command)
+                            script=command, source=run_key(command, cwds))
         user_shell.files = shell_file_actions(command, cwds)
         user_shell.branches += BRANCH_CMD_RE.findall(command)
         actions.append(user_shell)

@@ -53,13 +53,13 @@ SEGMENT_SEPARATORS = {"&&", "||", ";", "|", "&", ";;", "|&", "(", ")"}
 READ_COMMANDS = {"cat", "head", "tail", "less", "more", "bat", "nl", "wc"}
 # Programs (and git subcommands) that only look: a run of nothing else changed no state, so a
 # checkpoint short of room drops it before `npm install x` or `bd update y` (reads and chatter).
+# Process listings (procps `ps`, `pgrep`; `lsof`) and a wait (`sleep`) change nothing either. (`gh pr
+# view` reads too, but it is how a session learns where its PR stands: not a detail.)
 LOOK_PROGRAMS = FILTER_PROGRAMS | READ_COMMANDS | {"ls", "pwd", "echo", "printf", "find", "fd", "tree", "stat", "file",
-                                                   "du", "df", "which", "type", "diff", "jq", "date", "whoami", "env"}
+                                                   "du", "df", "which", "type", "diff", "jq", "date", "whoami", "env",
+                                                   "ps", "pgrep", "lsof", "sleep"}
 LOOK_GIT_SUBCOMMANDS = {"status", "diff", "log", "show", "remote", "rev-parse", "ls-files", "blame", "describe",
                         "ls-remote", "shortlog", "grep", "rev-list", "cat-file", "show-ref", "merge-base"}
-# ... and process listings (procps `ps`, `pgrep`; `lsof`) and a wait (`sleep`), which change nothing.
-# (`gh pr view` reads too, but it is how a session learns where its PR stands: not a detail.)
-LOOK_PROCESS_PROGRAMS = {"ps", "pgrep", "lsof", "sleep"}
 # Any program asked for its usage or version only prints it and exits (GNU Coding Standards 4.8,
 # `--help` and `--version`: "other options and arguments should be ignored once this is seen";
 # cobra's and clap's generated `help` subcommand does the same).
@@ -366,7 +366,7 @@ def only_looks(command: str) -> bool:
         elif program == "sed":
             if _sed_files(words[1:])[0]:
                 return False
-        elif program not in LOOK_PROGRAMS and program not in LOOK_PROCESS_PROGRAMS:
+        elif program not in LOOK_PROGRAMS:
             return False
     return True
 

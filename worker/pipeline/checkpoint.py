@@ -271,6 +271,13 @@ def _once(seen: set[str], key: str | None, text: str) -> str:
     return text if first else ""
 
 
+def _run_rank(c: CommandFact) -> int:
+    """A run that set the work up or published it ranks with the changes; one that only looked, with the details."""
+    if c.status != "failed" and (sets_up(c.command) or publishes(c.command)):
+        return RANK_CHANGED
+    return RANK_DETAIL if only_looks(c.command) else RANK_DONE
+
+
 def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | None = None,
                     dense: bool = False) -> dict[str, Section]:
     """Critical Context, Relevant Files and Constraints & Preferences, from the ledger; message
@@ -344,20 +351,18 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
         critical.append(Bullet(f"{t['branches']}: {', '.join(names)}", rank=RANK_CHANGED))
     if ledger.commands:
         shown = ledger.commands
-        if dense:  # each command once, as it is shown (scripts that open alike are one line), with its latest outcome
-            latest = {cut_command(one_line(c.command), LISTED_COMMAND_MAX_CHARS): c
-                      for c in sorted(shown, key=lambda c: c.last_seq)}
+        listed = {id(c): cut_command(one_line(c.command), LISTED_COMMAND_MAX_CHARS) for c in shown}
+        if dense:  # each command once, as it is listed (scripts that open alike are one line), with its latest outcome
+            latest = {listed[id(c)]: c for c in sorted(shown, key=lambda c: c.last_seq)}
             shown = sorted(latest.values(), key=lambda c: c.last_seq)
         last = [id(c) for st in ("failed", "ok") for c in [next((c for c in reversed(shown) if c.status == st), None)] if c]
         def run(c: CommandFact) -> str:  # dense: a run that exited 0 without output is just the command
-            shown_as = cut_command(one_line(c.command), LISTED_COMMAND_MAX_CHARS)
             if dense and c.exit_code == 0 and c.output is None:
-                return code(shown_as)
-            return command_result(c, t['exit'], t['failed'], shown_as)
+                return code(listed[id(c)])
+            return command_result(c, t['exit'], t['failed'], listed[id(c)])
         critical.append(Bullet(f"{t['commands_ok'] if dense else t['commands']}:", subs=[
             run(c) + where(c.message_ids[-IDS_PER_RUN:]) for c in shown],
-            sub_ranks=[RANK_LAST_RUN if id(c) in last else RANK_CHANGED if (sets_up(c.command) or publishes(c.command)) and c.status != "failed"
-                       else RANK_DETAIL if only_looks(c.command) else RANK_DONE for c in shown],
+            sub_ranks=[RANK_LAST_RUN if id(c) in last else _run_rank(c) for c in shown],
             group=True, newest_last=True))
 
     files = [Bullet(f"{code(f.path)} — {', '.join(t.get(a, a) for a in f.actions)}{where(f.message_ids[-2:])}",
