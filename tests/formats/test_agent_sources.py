@@ -195,6 +195,21 @@ def test_claude_code_queued_command_attachment_without_queue_records():
                            cc("attachment", 4, attachment=att),
                            cc("assistant", 5, message={"id": "m5", "role": "assistant", "content": [{"type": "text", "text": "ok"}]})])
     assert [m.user_text for _, m in user_requests(s2.messages)] == ["migrate", "use the staging db"]
+    # cc-starcar_64c15364 (tune half, CC 2.1.217) writes the attachment after the assistant's next
+    # records, the tool result in flight between: still the same words, in once.
+    s3 = claude_code.load([cc_user(1, "migrate"), cc_tool_use(2, "t1"),
+                           {"type": "queue-operation", "operation": "enqueue", "content": "use the staging db"},
+                           {"type": "queue-operation", "operation": "remove", "content": "use the staging db"},
+                           cc_tool_use(3, "t2"),
+                           cc_user(4, [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"},
+                                       {"type": "tool_result", "tool_use_id": "t2", "content": "ok"}]),
+                           cc("attachment", 5, attachment=att),
+                           cc("assistant", 6, message={"id": "m6", "role": "assistant", "content": [{"type": "text", "text": "ok"}]}),
+                           cc_user(7, "again"), cc_tool_use(8, "t3"),
+                           cc_user(9, [{"type": "tool_result", "tool_use_id": "t3", "content": "ok"}]),
+                           cc("attachment", 10, attachment=att)])  # typed again in a later turn: new words
+    assert [m.user_text for _, m in user_requests(s3.messages)] == ["migrate", "use the staging db", "again",
+                                                                     "use the staging db"]
 
 
 def test_claude_code_queue_without_its_text_and_block_prompts_and_task_notices():

@@ -132,6 +132,9 @@ def load(src: Source) -> Session:
     agent_id = next((str(rec["agentId"]) for rec in messages if rec.get("agentId")), "") if subagent else ""
     queued: list[tuple[str | None, int, Any]] = []  # (text or None, line, timestamp) typed while the agent worked
     delivered: list[tuple[str, int, Any]] = []  # handed to the model mid-turn, not yet placed
+    # Placed this turn: its `remove` or its attachment may still follow, after the assistant's
+    # next records (2.1.217 writes the attachment after the tool result in flight, cc-starcar).
+    placed: list[str] = []
     unknown: Counter[str] = Counter()
     branches = BranchMarks()
     for n, rec in records:
@@ -139,14 +142,14 @@ def load(src: Source) -> Session:
             warnings.append(f"line {n}: not a JSON object, skipped")
             continue
         rtype = rec.get("type")
-        if rtype == "queue-operation" and _queue(rec, n, queued, delivered):
+        if rtype == "queue-operation" and _queue(rec, n, queued, delivered, placed):
             counts["queued"] += 1
             continue
         if rtype == "attachment":
             att = rec.get("attachment") if isinstance(rec.get("attachment"), dict) else {}
             prompt = block_text(att.get("prompt")) if att.get("type") == QUEUED_ATTACHMENT else ""
             if prompt.strip():
-                if _deliver(delivered, (prompt, n, rec.get("timestamp"))):
+                if _deliver(delivered, (prompt, n, rec.get("timestamp")), placed):
                     counts["queued"] += 1
             else:
                 skipped[f"attachment:{att.get('type')}" if att.get("type") else "attachment"] += 1
@@ -175,6 +178,7 @@ def load(src: Source) -> Session:
                 out.append(mark_harness_noise(Message(id=message_id(at, "line"), role="user", timestamp=qts,
                                                       parts=[TextPart(text=text)], meta={"queued": True}),
                                               HARNESS_NOISE))
+                placed.append(text)
             delivered.clear()
             parts = assistant_parts(_blocks(msg.get("content")), names, f"toolu_{uid}", skipped)
             api_id = msg.get("id")
@@ -195,6 +199,7 @@ def load(src: Source) -> Session:
         k = len(tools)
         if not texts and k:
             continue
+        placed.clear()  # a prompt of its own: a new turn, whose deliveries are new words
         text = "\n".join(p.text for p in texts)
         is_summary = bool(rec.get("isCompactSummary")) or text.lstrip().startswith(SUMMARY_PREFIX)
         meta: dict[str, Any] = {}
@@ -243,16 +248,20 @@ def _task_notification(content: str) -> bool:
     return isinstance(data, dict) and "task_id" in data and ("tool_use_id" in data or "task_type" in data)
 
 
-def _deliver(delivered: list[tuple[str, int, Any]], item: tuple[str, int, Any]) -> bool:
-    """A mid-turn delivery, once: its `remove` and its attachment name the same words."""
+def _deliver(delivered: list[tuple[str, int, Any]], item: tuple[str, int, Any], placed: list[str]) -> bool:
+    """A mid-turn delivery, once: its `remove` and its attachment name the same words, whether
+    the second comes before the words were placed or after (`placed`, this turn's)."""
     if any(text == item[0] for text, _, _ in delivered):
+        return False
+    if item[0] in placed:
+        placed.remove(item[0])
         return False
     delivered.append(item)
     return True
 
 
 def _queue(rec: dict[str, Any], n: int, queued: list[tuple[str | None, int, Any]],
-           delivered: list[tuple[str, int, Any]]) -> bool:
+           delivered: list[tuple[str, int, Any]], placed: list[str]) -> bool:
     """Follow the queue of typed-ahead messages; True when this record delivered one mid-turn."""
     op = rec.get("operation")
     content = rec.get("content")
@@ -266,7 +275,7 @@ def _queue(rec: dict[str, Any], n: int, queued: list[tuple[str | None, int, Any]
         queued.pop(0)  # sent as the next prompt: an ordinary user record follows
     elif op == "remove" and queued:
         text, at, ts = queued.pop(0)
-        return text is not None and _deliver(delivered, (text, at, ts))
+        return text is not None and _deliver(delivered, (text, at, ts), placed)
     elif op == "popAll" and queued:
         queued.pop(0)  # taken back into the input box, one record per message: never sent
     return False
