@@ -215,6 +215,19 @@ def test_a_session_that_never_commits_lists_nothing_as_uncommitted():
     assert state_of(b.messages).uncommitted == [] and state_of(b.messages).in_progress
 
 
+def test_a_branch_says_git_holds_the_files_so_a_session_without_commits_lists_its_changes():
+    # A known branch (here `git checkout -b`; an importer's gitBranch the same) means the files are
+    # in a repository: what the session changed and never committed is its open work. A file
+    # outside the repository (a plan under ~/.claude, an absolute path) is not git's to hold.
+    b = Builder()
+    b.user("fix the pager")
+    b.bash("git checkout -b fix-pager", "Switched to a new branch 'fix-pager'")
+    b.edit("src/pager.py")
+    b.edit("/Users/me/.claude/plans/pager.md")
+    b.edit("~/.cache/pager/index.db")
+    assert state_of(b.messages).uncommitted == ["src/pager.py"]
+
+
 def test_chit_chat_is_not_a_request():
     b = Builder()
     b.user("make test_round pass")

@@ -152,6 +152,12 @@ def _changed_after(actions: list[Action], pos: int, scratch: set[str]) -> list[s
     return changed
 
 
+def _in_repository(path: str) -> bool:
+    """A path git can hold: the ledger makes the paths under the session's cwd relative, so an
+    absolute or home path (a plan under ~/.claude, a cache) is outside the repository."""
+    return not path.startswith(("/", "~")) and not re.match(r"[A-Za-z]:[\\/]", path)
+
+
 def _docs_applied(edits: list[Action]) -> bool:
     """Every change is to documentation and every edit was applied (its result is not an error)."""
     return all(a.has_result and a.status != "failed" and all(DOC_FILE_RE.search(p) for p, _ in a.changes)
@@ -230,9 +236,13 @@ def derive_work_state(messages: list[Message], ledger: Ledger, *, cwd: str | Non
     if greens:
         state.last_green = _evidence_line(greens[-1], cite)
     state.changed_since_green = _changed_after(actions, last_green_pos, scratch)
-    if ledger.commits:  # this window's and any a carried ledger holds (made before every edit in it)
+    # The repository's open work: what no commit has taken yet. A commit (this window's or one a
+    # carried ledger holds, made before every edit in it) or a known branch says the files are in
+    # git; then every change after the last commit, or since the session began, is uncommitted.
+    if ledger.commits or ledger.branches:
         last_commit = max((a.pos for a in actions if a.commits), default=-1)
-        state.uncommitted = [p for p in _changed_after(actions, last_commit, scratch) if p not in scratch]
+        state.uncommitted = [p for p in _changed_after(actions, last_commit, scratch)
+                             if p not in scratch and _in_repository(p)]
 
     state.reports = turn_reports(messages)
     state.done = state.done[::-1][:MAX_DONE]
