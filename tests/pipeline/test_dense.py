@@ -18,6 +18,7 @@ from worker.pipeline.checkpoint import (
     render_summary,
     said_once,
     shared_evidence,
+    user_labelled,
 )
 
 
@@ -172,3 +173,19 @@ def test_a_long_report_is_quoted_whole_only_in_the_room_left_at_the_end():
     _, tight, n = fit_dense(normal, "en", openings, count)
     assert n <= openings and closing not in tight and "Done: renamed Intent to Policy." in tight
     assert "Short note." in tight and "Left out" not in tight  # the rest went, nothing else did
+
+
+def test_words_typed_again_are_quoted_once_under_every_id() -> None:
+    # cc-wakil_09cc95ef (tune half): a prompt re-sent unanswered; "proceed" said three times (pi).
+    facts = ledger()
+    facts.user_instructions = [UserInstruction("m10", REQUEST), UserInstruction("m11", REQUEST),
+                               UserInstruction("m12", "proceed"), UserInstruction("m14", "proceed")]
+    state = WorkState(in_progress=[WorkItem(REQUEST, ["no verification or commit after the request"], "m11")])
+    sections = {**ledger_sections(facts, "en"), "Progress": progress_section(state, "en")}
+    text = render_summary(sections, "en")
+    assert text.count(REQUEST) == 2 and "- m10, m11:\n" in text and "- m12, m14:\n  > proceed" in text
+    # The item asked by either id is named by its id where the words are quoted.
+    assert "- m11 — evidence:" in render_summary(said_once(sections), "en")
+    # A reader without the ids sees the words labelled as the user's, once.
+    labelled = user_labelled(sections, {"m10", "m11", "m12", "m14"}, "User:")
+    assert render_summary(labelled, "en").count("- User:\n") == 2

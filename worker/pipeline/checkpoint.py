@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from ..facts.ledger import CommandFact, ErrorFact, Ledger, budget_user_instructions
+from ..facts.ledger import CommandFact, ErrorFact, Ledger, UserInstruction, budget_user_instructions
 from ..facts.shell import cut_command, only_looks, publishes, sets_up
 from ..facts.text import CITED_COMMAND_MAX_CHARS, code, command_result, cut_end, cut_middle, one_line
 from ..facts.workstate import WorkItem, WorkState
@@ -147,6 +147,7 @@ UNCOMMITTED_SHOWN = 10  # the uncommitted paths named; Relevant Files has each o
 # column padding collapsed, paths grouped by their common directory. The user's messages and
 # the work items keep their ids (`history/around` reads what surrounds them).
 ALIGNMENT_PAD_RE = re.compile(r"[ \t]{3,}")  # a formatter's column alignment (ESLint stylish, textlint): two spaces say it
+CITED_SEP = ", "  # between the ids of one quote's messages (the same words typed twice)
 GROUP_MIN_FILES = 2  # paths sharing a directory are grouped under it from this many on
 
 
@@ -377,7 +378,11 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
     if len(users) > 1:  # the task as first stated opens the section: a tight fit keeps it (the dense goal is its first line)
         first = min(users, key=lambda u: u.seq)
         users = [first] + [u for u in users if u is not first]
-    constraints = [Bullet(f"{ids([u.message_id])}:", quote=u.text.splitlines(), rank=RANK_RULE) for u in users]
+    said: dict[str, list[UserInstruction]] = {}  # words typed again (a prompt re-sent, "proceed") quoted once
+    for u in users:
+        said.setdefault(u.text.strip(), []).append(u)
+    constraints = [Bullet(f"{CITED_SEP.join(cite.get(u.message_id, u.message_id) for u in same)}:",
+                          quote=same[0].text.splitlines(), rank=RANK_RULE) for same in said.values()]
     if constraints and omitted:
         constraints.append(Bullet(f"({t['omitted'].format(n=omitted)})", rank=RANK_RULE))
     return {
@@ -385,6 +390,15 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
         "Critical Context": Section(blocks=[Block(critical, empty=t["none"])]),
         "Relevant Files": Section(blocks=[Block(files, empty=t["none"])]),
     }
+
+
+def _cited(b: Bullet, within: set[str] | None = None) -> set[str]:
+    """The message ids a quote's bullet names (`a1b2c3d4, e5f6a7b8:`); empty for any other
+    bullet, and for one that names an id not `within` (where given)."""
+    names = set(b.text.removesuffix(":").split(CITED_SEP))
+    if not b.text.endswith(":") or not all(n and " " not in n for n in names):
+        return set()
+    return names if within is None or names <= within else set()
 
 
 def user_labelled(sections: dict[str, Section], ids: set[str], label: str,
@@ -398,7 +412,7 @@ def user_labelled(sections: dict[str, Section], ids: set[str], label: str,
         if section is None:
             return {}
         return {name: replace(section, blocks=[
-            replace(b, bullets=[replace(x, text=new) if x.text.rstrip(":") in ids else x for x in b.bullets])
+            replace(b, bullets=[replace(x, text=new) if _cited(x, within=ids) else x for x in b.bullets])
             for b in section.blocks])}
     return {**sections, **relabel("Constraints & Preferences", label), **relabel("Progress", agent_label)}
 
@@ -553,8 +567,8 @@ def said_once(sections: dict[str, Section]) -> dict[str, Section]:
     progress = sections.get("Progress")
     if progress is None:
         return sections
-    quoted = {b.text.removesuffix(":") for block in sections.get("Constraints & Preferences", Section()).blocks
-              for b in block.bullets if b.quote}
+    quoted = {name for block in sections.get("Constraints & Preferences", Section()).blocks
+              for b in block.bullets if b.quote for name in _cited(b)}
 
     def short(b: Bullet) -> Bullet:
         if isinstance(b, WorkItemBullet):
