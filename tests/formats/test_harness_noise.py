@@ -116,15 +116,17 @@ def test_claude_code_dequeued_message_is_not_imported_twice():
     assert [m.user_text for m in s.messages if m.role == "user" and m.user_text] == ["yeah"]
 
 
-def test_an_answered_question_is_not_a_constraint():
+def test_an_answered_question_is_kept_as_asked():
     # cipherbox 486-497: "ok did you catch the otp there?" (queued, then sent), answered by the assistant
     s = claude_code.load(records(CIPHERBOX, range(486, 498)))
     question = next(m for m in s.messages if m.user_text == "ok did you catch the otp there?")
     assert question.starts_turn
-    assert extract_ledger(s.messages).user_instructions == []
-    # the same words with no answer yet are still the user's open request
+    assert [(u.text, u.asked) for u in extract_ledger(s.messages).user_instructions] == [
+        ("ok did you catch the otp there?", True)]
+    # the same words with no answer yet are the user's open request
     unanswered = s.messages[: s.messages.index(question) + 1]
-    assert [u.text for u in extract_ledger(unanswered).user_instructions] == ["ok did you catch the otp there?"]
+    assert [(u.text, u.asked) for u in extract_ledger(unanswered).user_instructions] == [
+        ("ok did you catch the otp there?", False)]
 
 
 def test_codex_agents_md_environment_and_image_placeholders():

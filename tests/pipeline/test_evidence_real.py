@@ -9,10 +9,12 @@
 
 from __future__ import annotations
 
-from tests.fakes import SessionBuilder, swe_messages
+from tests.fakes import ScriptedBackend, SessionBuilder, swe_messages
 from worker.facts.actions import scan_actions
 from worker.facts.ledger import extract_ledger
 from worker.facts.workstate import derive_work_state
+from worker.pipeline import CompactionConfig, compact
+from worker.pipeline.checkpoint import RANK_DETAIL, RANK_RULE, ledger_sections
 from worker.pipeline.summarize import Narrative
 from worker.pipeline.verify import done_evidence, verify_narrative
 
@@ -68,3 +70,25 @@ def test_an_answered_question_is_not_in_progress():
     b2.user(QUESTION)
     state2 = derive_work_state(b2.messages, extract_ledger(b2.messages))
     assert [i.text for i in state2.in_progress] == [QUESTION]
+
+
+def test_an_answered_question_is_the_users_concern_kept_after_what_they_told():
+    # cc-chkit (tune half) opens with "why is this PR failing?": the task, however it is worded.
+    b = SessionBuilder()
+    b.user("why is this PR failing?").assistant("The typecheck runs before the build.")
+    b.user("yes please fix them")
+    b.edit("tsconfig.json")
+    b.user(QUESTION).assistant("はい、直接作成で問題ありません。")
+    ledger = extract_ledger(b.messages)
+    asked = {u.text: u.asked for u in ledger.user_instructions}
+    assert asked == {"why is this PR failing?": True, "yes please fix them": False, QUESTION: True}
+    # The budget drops questions first (newest first, as every list of the user's words).
+    assert [u.text for u in ledger.user_instructions][1:] == [QUESTION, "why is this PR failing?"]
+    quotes = {b.quote[0]: b.rank for b in ledger_sections(ledger)["Constraints & Preferences"].blocks[0].bullets}
+    # The opening question is the task, ranked with the rules; a later one with the details.
+    assert quotes == {"why is this PR failing?": RANK_RULE, "yes please fix them": RANK_RULE, QUESTION: RANK_DETAIL}
+    for k in range(8):  # a history longer than the window: the opening turns are summarized
+        b.bash(f"cat log{k}.txt", "line of build output\n" * 400)
+    b.user("thanks").assistant("Done.")
+    result = compact(b.build(), ScriptedBackend(), CompactionConfig(context_limit=8192, use_model=False, explicit=True))
+    assert result.checkpoint.summary_text.split("## Goal\n", 1)[1].startswith("why is this PR failing?")

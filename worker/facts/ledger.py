@@ -219,6 +219,9 @@ class UserInstruction:
     text: str
     cut: bool = False  # True when the middle was cut (the marker is in the text)
     seq: int = 0
+    # It only asked and was answered (answered_question): the user's concern all the same, kept
+    # after what they told, and no work item.
+    asked: bool = False
 
 
 @dataclass
@@ -444,7 +447,7 @@ def budget_user_instructions(items: list[UserInstruction], budget: int = USER_BU
                 omitted += 1  # this one and the rest, newer and less urgent, do not fit
                 continue
         text = shown(item, room)
-        kept.append(UserInstruction(item.message_id, text, item.cut or text != item.text, item.seq))
+        kept.append(dataclasses.replace(item, text=text, cut=item.cut or text != item.text))
         left -= len(text)
     return kept, omitted
 
@@ -570,17 +573,16 @@ def extract_ledger(messages: list[Message], previous: Ledger | None = None, *, c
     # User instructions: new ones (newest first) before the carried ones, one per message id.
     known = {u.message_id for u in ledger.user_instructions}
     known_texts = {u.text for u in ledger.user_instructions}
-    fresh = [UserInstruction(m.id, text, False, base + i + 1)
+    fresh = [UserInstruction(m.id, text, False, base + i + 1, answered_question(messages, i))
              for i, m in user_requests(messages)
-             if m.id not in known and (text := cut_paste(m.user_text.strip())) not in known_texts
-             and not answered_question(messages, i)]
+             if m.id not in known and (text := cut_paste(m.user_text.strip())) not in known_texts]
     # What the user typed before what they pasted (a message longer than a tight checkpoint shows
     # whole: a review, a log, a document, which nearly always holds some rule cue word); within
     # each, messages that state a rule ("do not change …", "不要 …") first, so a budget or a shrunk
-    # section drops plain requests (they are also in Progress) before a user's constraint.
-    # Tune half, no model: 8k 201 -> 207 of 447 (16k, 32k equal).
+    # section drops plain requests (they are also in Progress) before a user's constraint, and
+    # answered questions last. Tune half, no model: 8k 201 -> 207 of 447 (16k, 32k equal).
     pool = sorted(fresh + ledger.user_instructions,
-                  key=lambda u: (len(u.text) > USER_MESSAGE_MAX_CHARS, not RULE_LINE_RE.search(u.text), -u.seq))
+                  key=lambda u: (len(u.text) > USER_MESSAGE_MAX_CHARS, u.asked, not RULE_LINE_RE.search(u.text), -u.seq))
     ledger.user_instructions, omitted = budget_user_instructions(pool, user_budget_chars, USER_LEDGER_MESSAGE_MAX_CHARS)
     ledger.user_instructions_omitted = omitted + (ledger.user_instructions_omitted if previous else 0)
 

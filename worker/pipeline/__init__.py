@@ -349,9 +349,11 @@ def _narrate(session: Session, backend: Backend, config: CompactionConfig, previ
     narrative = Narrative()
     removed: tuple[Removal, ...] = ()
     fallback = ""
-    # The goal comes from what the user typed: requests first, any typed turn otherwise.
-    user_texts = ([m.user_text for i, m in user_requests(facts.since_boundary)
-                   if not answered_question(facts.since_boundary, i)]
+    # The goal comes from what the user typed: requests first (a question only where it opened
+    # the session: "why is this PR failing?" is the task), any typed turn otherwise.
+    requests = user_requests(facts.since_boundary)
+    user_texts = ([m.user_text for k, (i, m) in enumerate(requests)
+                   if (k == 0 and previous is None) or not answered_question(facts.since_boundary, i)]
                   or [m.user_text for m in facts.since_boundary if m.starts_turn])
     first_request = (user_texts[-1] if user_texts else "") if previous is not None else (user_texts[0] if user_texts else "")
     fallback_goal = cut_end(prev_narr.goal if prev_narr and prev_narr.goal else first_request, FALLBACK_GOAL_MAX_CHARS)

@@ -381,8 +381,12 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
     said: dict[str, list[UserInstruction]] = {}  # words typed again (a prompt re-sent, "proceed") quoted once
     for u in users:
         said.setdefault(u.text.strip(), []).append(u)
+    # An answered question ranks with the details, unless it opened the session: then it is the task.
+    opening = min((u.seq for u in users), default=0)
     constraints = [Bullet(f"{CITED_SEP.join(cite.get(u.message_id, u.message_id) for u in same)}:",
-                          quote=same[0].text.splitlines(), rank=RANK_RULE) for same in said.values()]
+                          quote=same[0].text.splitlines(),
+                          rank=RANK_DETAIL if all(u.asked and u.seq != opening for u in same) else RANK_RULE)
+                   for same in said.values()]
     if constraints and omitted:
         constraints.append(Bullet(f"({t['omitted'].format(n=omitted)})", rank=RANK_RULE))
     return {
