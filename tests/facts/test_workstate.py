@@ -289,3 +289,33 @@ def test_a_pasted_document_request_is_named_by_its_title_and_instruction():
     state = state_of(session.messages)
     assert "# Version Control [… 3769 chars cut …] 수정해줘." in [i.text for i in state.done]
     assert state.in_progress == [] and all("<meta>" not in i.text for i in state.done)
+
+
+def test_a_commit_that_failed_leaves_the_work_open_until_one_takes_it():
+    # git-commit(1) exits non-zero when a hook or GPG signing refuses the commit: the work it was
+    # to record is not recorded, whatever ran green before it, and whether or not the user spoke again.
+    b = Builder()
+    b.user("add the verify-docs check and commit it")
+    b.edit("src/verify_docs.py")
+    b.bash("pytest -q", "3 passed in 0.12s")
+    b.bash('git add -A && git commit -m "feat: verify-docs"',
+           "error: gpg failed to sign the data\nfatal: failed to write commit object", is_error=True)
+    b.user("I'll sign it myself later; now update the changelog")
+    state = state_of(b.messages)
+    item = next(i for i in state.in_progress if i.text == "add the verify-docs check and commit it")
+    assert "then failed `git add -A && git commit -m \"feat: verify-docs\"`" in item.evidence[0]
+    # A commit that then took it: done.
+    b2 = Builder()
+    b2.user("add the verify-docs check and commit it")
+    b2.edit("src/verify_docs.py")
+    b2.bash("pytest -q", "3 passed in 0.12s")
+    b2.bash('git commit -am "feat: verify-docs"', "error: gpg failed to sign the data", is_error=True)
+    b2.bash('git commit --no-gpg-sign -am "feat: verify-docs"', "[main 1a2b3c4] feat: verify-docs\n 1 file changed")
+    assert [i.text for i in state_of(b2.messages).done] == ["add the verify-docs check and commit it"]
+    # "nothing to commit" (exit 1): committed already, nothing refused.
+    b3 = Builder()
+    b3.user("add the verify-docs check and commit it")
+    b3.edit("src/verify_docs.py")
+    b3.bash("pytest -q", "3 passed in 0.12s")
+    b3.bash('git commit -am "feat: verify-docs"', "On branch main\nnothing to commit, working tree clean", is_error=True)
+    assert [i.text for i in state_of(b3.messages).done] == ["add the verify-docs check and commit it"]

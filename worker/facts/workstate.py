@@ -18,7 +18,7 @@ from typing import Any
 from ..session import Message
 from .actions import Action, reruns, scan_actions
 from .ledger import Ledger, answered_question, cut_paste, user_requests
-from .shell import cut_command
+from .shell import GIT_COMMIT_CMD_RE, cut_command
 from .text import CITED_COMMAND_MAX_CHARS, code, command_result, cut_end, one_line
 
 MAX_DONE = 8  # the newest finished requests; older ones are history
@@ -152,10 +152,21 @@ def _changed_after(actions: list[Action], pos: int, scratch: set[str]) -> list[s
     return changed
 
 
+NOTHING_TO_COMMIT_RE = re.compile(r"\bnothing (?:added )?to commit\b")  # wt-status.c, git's own wording
+
+
 def _in_repository(path: str) -> bool:
     """A path git can hold: the ledger makes the paths under the session's cwd relative, so an
     absolute or home path (a plan under ~/.claude, a cache) is outside the repository."""
     return not path.startswith(("/", "~")) and not re.match(r"[A-Za-z]:[\\/]", path)
+
+
+def _commit_refused(action: Action) -> bool:
+    """A `git commit` that exited non-zero and made no commit: a hook, GPG signing or an empty
+    message refused it, so the work it was to record is not recorded. git-commit(1) also exits 1
+    on "nothing to commit" / "nothing added to commit": the work was committed already."""
+    return (action.has_result and action.status == "failed" and not action.commits and bool(action.script)
+            and bool(GIT_COMMIT_CMD_RE.search(action.script)) and not NOTHING_TO_COMMIT_RE.search(action.output or ""))
 
 
 def _docs_applied(edits: list[Action]) -> bool:
@@ -198,11 +209,16 @@ def derive_work_state(messages: list[Message], ledger: Ledger, *, cwd: str | Non
         else:
             proof = next((a for a in turn if _is_evidence(a)), None)
         is_last = k == len(requests) - 1
-        if proof is not None and is_last:
-            # A later failing run in the same turn outweighs an earlier green one.
-            later = [a for a in turn if a.pos > proof.pos and a.verifies and a.has_result and not a.passed]
+        if proof is not None:
+            # A later failing run in the same turn outweighs an earlier green one (the last request's;
+            # an earlier one's user spoke again); so does a commit that failed and none that took it.
+            later = [a for a in turn if a.pos > proof.pos and a.verifies and a.has_result and not a.passed and is_last]
+            refused = [a for a in turn if a.pos > proof.pos and _commit_refused(a)]
+            if refused and not any(a.commits for a in turn if a.pos > refused[-1].pos):
+                later.append(refused[-1])
             if later:
-                item.evidence.append(f"green {_evidence_line(proof, cite)}, then failed {_evidence_line(later[-1], cite)}")
+                failed = max(later, key=lambda a: a.pos)
+                item.evidence.append(f"green {_evidence_line(proof, cite)}, then failed {_evidence_line(failed, cite)}")
                 state.in_progress.append(item)
                 continue
         if proof is not None:
