@@ -24,6 +24,10 @@ from worker.pipeline.checkpoint import (
     EDIT_SNIPPET_MAX_CHARS,
     FIRST_PER_RANK,
     LISTED_COMMAND_MAX_CHARS,
+    RANK_DETAIL,
+    Block,
+    Bullet,
+    Section,
     fit_sections,
     ledger_sections,
     progress_section,
@@ -174,3 +178,19 @@ def test_runs_that_set_up_the_environment_outlast_newer_runs():
     assert any(c.command == "git checkout feat/phase-12-multi-factor" for c in setups)
     assert all(f"`{cut_middle(one_line(c.command), LISTED_COMMAND_MAX_CHARS)}`" in text for c in setups)
     assert _items(text) > 0  # the budget bit on the other runs
+
+
+
+def test_past_the_first_few_of_a_rank_the_shorter_go_first():
+    """Among runs of one rank, a long script kept past the first few would cost several short
+    commands: the shorter are kept first (more facts); the first few stay the newest."""
+    runs = [f"`make target{i}`" if i % 2 else f"`./scripts/release.sh --channel beta --notes {'x' * 120} {i}`"
+            for i in range(12)]
+    sections = {"Critical Context": Section(blocks=[Block([Bullet("Commands:", subs=runs, rank=RANK_DETAIL,
+                                                                  group=True)])])}
+    whole = count(render_summary(sections, "en"))
+    _, text, _ = fit_sections(sections, "en", whole - 60, count)
+    assert all(r in text for r in runs[:FIRST_PER_RANK])  # the first few by position, long or short
+    later = runs[FIRST_PER_RANK:]
+    assert all(r in text for r in later if r.startswith("`make"))
+    assert [r for r in later if r not in text] and all(r.startswith("`./scripts") for r in later if r not in text)
