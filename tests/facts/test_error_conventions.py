@@ -918,3 +918,29 @@ def test_a_suite_broken_one_way_is_named_by_its_first_failures_and_a_count():
     resolver = [x for x in lines if x.startswith("FAILED tests/unit/test_skills_resolver.py::")]
     assert len(resolver) <= 2
     assert lines[-1].startswith("… ") and lines[-1].endswith(" more failed tests in this output")
+
+
+def test_zsh_glob_errors_stop_the_command():
+    # cc-wakil_09cc95ef (tune half) line 15: Claude Code's Bash tool under zsh, `grep … --include=*.py`
+    # unquoted; the harness did not flag it, but the command never ran.
+    assert error_lines(read("zsh_no_matches.txt")) == ["(eval):1: no matches found: --include=*.py"]
+    assert error_lines("no matches found: for the query") == []  # a program's own words, not zsh's
+
+
+def test_sqlite3_yarn_mysql_and_vite_errors():
+    # tursodatabase/turso issue #865: the sqlite3 shell's prepare error, not the caret lines under it.
+    assert error_lines(read("sqlite3_parse_error.txt")) == ['Parse error: near "FROM": syntax error']
+    # yarnpkg/yarn issue #5540 and meilisearch/meilisearch-js issue #147: yarn v1's `error` lines, not `info`.
+    assert error_lines(read("yarn_unexpected_error.txt")) == [
+        'error An unexpected error occurred: "https://registry.yarnpkg.com/material-design-icons/-/'
+        'material-design-icons-3.0.1.tgz: ESOCKETTIMEDOUT".']
+    assert error_lines(read("yarn_command_failed.txt")) == ["error Command failed with exit code 1."]
+    assert error_lines("error handling is done in the middleware") == []  # prose, not yarn's category
+    # shogo82148/actions-setup-mysql issue #1188: the mysql client refused the login, twice.
+    assert len(error_lines(read("mysql_access_denied.txt"))) == 2
+    # openai/openai-apps-sdk-examples issue #16 and unplugin/unplugin-vue-components issue #142: Vite's
+    # logger tag stays (no task name), its time goes, the code frame under it is no error.
+    assert error_lines(read("vite_import_analysis.txt")) == [
+        '[vite] Internal server error: Failed to resolve import "/@fsC:/Users/user/openai-apps-sdk/'
+        'openai-apps-sdk-examples/src/pizzaz/index.jsx" from "multi-entry:entry:pizzaz". Does the file exist?']
+    assert error_lines(read("vite_timestamped.txt"))[0].startswith("[vite] Internal server error: Failed to resolve")

@@ -10,6 +10,9 @@ from __future__ import annotations
 from worker.facts.ledger import CommandFact, ErrorFact, FileFact, Ledger, UserInstruction
 from worker.facts.workstate import WorkItem, WorkState
 from worker.pipeline.checkpoint import (
+    RANK_OPEN_ERROR,
+    RANK_OPEN_WORK,
+    RANK_RULE,
     Section,
     fit_dense,
     grouped_paths,
@@ -189,3 +192,17 @@ def test_words_typed_again_are_quoted_once_under_every_id() -> None:
     # A reader without the ids sees the words labelled as the user's, once.
     labelled = user_labelled(sections, {"m10", "m11", "m12", "m14"}, "User:")
     assert render_summary(labelled, "en").count("- User:\n") == 2
+
+
+def test_an_error_of_a_run_that_only_looked_ranks_after_the_users_words() -> None:
+    # cc-wakil_09cc95ef (tune half): zsh's `no matches found` on a `grep` is exploration, not the
+    # work's failure; the test run's error is.
+    facts = Ledger(errors=[
+        ErrorFact("(eval):1: no matches found: --include=*.py", ["m1"], 'grep -rn "snippet" src --include=*.py',
+                  attempts=1),
+        ErrorFact("E   AssertionError: assert 'title' == 'snippet'", ["m2"], "uv run pytest -q", attempts=1)])
+    bullet = ledger_sections(facts, "en")["Critical Context"].blocks[0].bullets[0]
+    ranks = dict(zip([s.split("`")[1] for s in bullet.subs], bullet.sub_ranks, strict=True))
+    assert ranks == {"(eval):1: no matches found: --include=*.py": RANK_OPEN_WORK,
+                     "E   AssertionError: assert 'title' == 'snippet'": RANK_OPEN_ERROR}
+    assert RANK_OPEN_ERROR < RANK_RULE < RANK_OPEN_WORK

@@ -83,8 +83,8 @@ TOOL_USE_ERROR_OPEN, TOOL_USE_ERROR_CLOSE = "<tool_use_error>", "</tool_use_erro
 # mise runs a task with its output lines prefixed by the task's name, `[lint:go] msg`, and ends a
 # failed one with `[lint:go] ERROR task failed` (mise's task.output "prefix"/"interleave"; names
 # are lowercase, `ns:task`); Maven's `[ERROR]` and NestJS's `[Nest]` are not task names, nor a
-# logger's level (`[warn] `, `[error] `: Prettier's CLI).
-MISE_TASK_PREFIX_RE = re.compile(r"^\[(?!(?:warn|error|info|debug)\] )[a-z][\w.-]*(?::[\w.-]+)*\] ")
+# logger's level (`[warn] `, `[error] `: Prettier's CLI), nor Vite's logger tag (`[vite] `).
+MISE_TASK_PREFIX_RE = re.compile(r"^\[(?!(?:warn|error|info|debug|vite)\] )[a-z][\w.-]*(?::[\w.-]+)*\] ")
 # Turborepo prefixes each line of a task's output with `<package>:<task>: ` (`turbo run --log-prefix`,
 # default "auto" outside CI; turbo.build/docs/reference/run): npm names are lowercase (`@scope/name`),
 # a task is a package.json script name. A `file:12: ` location has a digit where the task is.
@@ -852,7 +852,26 @@ CONVENTIONS: tuple[Convention, ...] = (
     Convention("shell syntax", _rx(r"^(?:zsh|bash|sh|dash)(?::| -c:)(?: line)? ?\d+: (?:parse error|syntax error)\b"),
                "the shell's own diagnostics: zsh `zsh:1: parse error near `|'` (zerr, `%s:%d: %s`), bash "
                "`bash: line 1: syntax error near unexpected token` (print_offending_line / report_syntax_error)"),
+    Convention("zsh glob", _rx(r"^(?:zsh|\(eval\))(?::\d+)?: (?:no matches found|bad pattern): \S"),
+               "zsh's filename-generation errors, which stop the command before it runs: `zsh: no matches found: "
+               "*.py` (NOMATCH) and `bad pattern: …` (Src/glob.c zerr), `(eval):1: …` where the command ran under "
+               "`eval` (Claude Code's Bash tool on a zsh login shell)"),
     Convention("esbuild", _rx(r"✘ \[ERROR\] "), "esbuild's terminal log: `✘ [ERROR] msg` (pkg/logger/logger.go)"),
+    Convention("sqlite3 shell", _rx(r"^(?:Parse|Runtime) error(?: near line \d+(?: of \S+)?| in \S+ command line argument)?: \S"),
+               "the sqlite3 shell's statement errors: `Parse error: near \"FROM\": syntax error` (prepare: no such "
+               "table, syntax), `Runtime error: database is locked (5)` (step), ` near line N` from a script "
+               "(sqlite src/shell.c.in runOneSqlLine, `%s:` / `%s near line %d:`)"),
+    Convention("yarn classic", _rx(r"^error (?=[A-Z\"])\S.*$"),
+               "yarn v1's console reporter: `error <Sentence>` on stderr, the category word without a colon "
+               "(yarnpkg/yarn src/reporters/console/console-reporter.js error(); messages from "
+               "src/reporters/lang/en.js: `Command failed with exit code 1.`, `An unexpected error occurred: …`)"),
+    Convention("mysql client", _rx(r"^ERROR \d{4} \([0-9A-Z]{5}\)(?: at line \d+)?: \S"),
+               "the mysql and mariadb clients: `ERROR 1045 (28000): Access denied for user …`, ` at line N` in "
+               "batch mode (client/mysql.cc put_info, `ERROR %d (%s)`)"),
+    Convention("vite", _rx(r"^(?:\d{1,2}:\d{2}:\d{2}(?: [AP]M)? )?(\[vite\] Internal server error: \S.*?)\s*$"),
+               "Vite's dev server on a request that failed: `[vite] Internal server error: msg` after the logger's "
+               "time (packages/vite/src/node/server/middlewares/error.ts logError; logger.ts `[vite]` prefix); the "
+               "time goes, the same error at another time is the same fact"),
     Convention("tsc", _rx(r"\berror TS\d+: "),
                "TypeScript: `file(line,col): error TS2322: msg` (--pretty false) or `file:line:col - error TS…` (--pretty); "
                "a chained message's next level is indented under it (flattenDiagnosticMessageText), the first one not "

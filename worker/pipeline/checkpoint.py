@@ -113,6 +113,9 @@ RANK_CHANGED = 3  # files changed, commits, the current branch, runs that set it
 # fixed errors, with the changes that fixed them: what broke and how, so it is not broken again
 # (tune, no model, 8k: ranked 6 660, 5 661, 4 664, 3 667; 16k 906 -> 908)
 RANK_RESOLVED = RANK_CHANGED
+# An error of a run that only looked ranks with the open work, after the user's constraints (tune,
+# no model: 8k 679 -> 681, constraints +3; at RANK_DONE 681 / 913 / 940, 16k one error less).
+RANK_LOOKED_ERROR = RANK_OPEN_WORK
 RANK_LAST_RUN = 4  # the last failing and the last passing command, the latest test tally
 RANK_DONE = 5  # finished work, runs that changed something (an install, a version bump)
 RANK_DETAIL = 7  # reads, older runs and tallies, edit snippets, the branch list
@@ -272,6 +275,16 @@ def _once(seen: set[str], key: str | None, text: str) -> str:
     return text if first else ""
 
 
+def _error_rank(e: ErrorFact) -> int:
+    """An unresolved error's rank: a real error line of a run that did something is the work
+    itself; one of a run that only looked (`grep`, `ls`, `cat` of a missing file) is exploration."""
+    if e.further:
+        return RANK_SPARE
+    if e.exit_only:
+        return RANK_OPEN_WORK
+    return RANK_LOOKED_ERROR if e.command and only_looks(e.command) else RANK_OPEN_ERROR
+
+
 def _run_rank(c: CommandFact) -> int:
     """A run that set the work up or published it ranks with the changes; one that only looked, with the details."""
     if c.status != "failed" and (sets_up(c.command) or publishes(c.command)):
@@ -315,8 +328,7 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
         # no model: 8k 340 -> 343, constraints +3, errors -1; 16k, 32k equal).
         # A long run's further lines (ErrorFact.further) only where every other fact left room.
         critical.append(Bullet(f"{t['unresolved']}:", subs=subs, rank=RANK_OPEN_ERROR, group=True,
-                               sub_ranks=[RANK_SPARE if e.further else RANK_OPEN_WORK if e.exit_only else RANK_OPEN_ERROR
-                                          for e in unresolved]))
+                               sub_ranks=[_error_rank(e) for e in unresolved]))
     if resolved:
         subs = []
         fixes: set[str] = set()  # dense: a run that fixed several errors is named at the first only
