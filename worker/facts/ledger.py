@@ -573,7 +573,7 @@ def extract_ledger(messages: list[Message], previous: Ledger | None = None, *, c
     # User instructions: new ones (newest first) before the carried ones, one per message id.
     known = {u.message_id for u in ledger.user_instructions}
     known_texts = {u.text for u in ledger.user_instructions}
-    fresh = [UserInstruction(m.id, text, False, base + i + 1, answered_question(messages, i))
+    fresh = [UserInstruction(m.id, text, seq=base + i + 1, asked=answered_question(messages, i))
              for i, m in user_requests(messages)
              if m.id not in known and (text := cut_paste(m.user_text.strip())) not in known_texts]
     # What the user typed before what they pasted (a message longer than a tight checkpoint shows

@@ -212,7 +212,7 @@ def derive_work_state(messages: list[Message], ledger: Ledger, *, cwd: str | Non
         if proof is not None:
             # A later failing run in the same turn outweighs an earlier green one (the last request's;
             # an earlier one's user spoke again); so does a commit that failed and none that took it.
-            later = [a for a in turn if a.pos > proof.pos and a.verifies and a.has_result and not a.passed and is_last]
+            later = [a for a in turn if is_last and a.pos > proof.pos and a.verifies and a.has_result and not a.passed]
             refused = [a for a in turn if a.pos > proof.pos and _commit_refused(a)]
             if refused and not any(a.commits for a in turn if a.pos > refused[-1].pos):
                 later.append(refused[-1])
