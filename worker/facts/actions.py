@@ -29,6 +29,7 @@ from .output import (
     CANCELLED_CALL_RE,
     COMMIT_OUTPUT_RE,
     EXIT_CODE_RE,
+    NOTHING_TO_COMMIT_RE,
     PR_MERGED_RE,
     PR_URL_RE,
     SWE_CWD_RE,
@@ -125,11 +126,15 @@ class Action:
     branches: list[str] = field(default_factory=list)
     pull_requests: list[tuple[int, str, str | None, str | None]] = field(default_factory=list)  # (number, state, title, url)
     edit: tuple[str, str] | None = None  # (old text, new text) of a search/replace edit
+    # A `git commit` that failed and made no commit: a hook or GPG signing refused it, so the work
+    # it was to record is not recorded ("nothing to commit" refuses nothing: it was recorded already).
+    commit_refused: bool = False
 
     @cached_property
     def command(self) -> str | None:
         """The shell command as facts name it: verbatim, bounded (heredoc scripts are not its identity)."""
         return cut_middle(self.script.strip(), COMMAND_MAX_CHARS) if self.script else None
+
     @property
     def verifies(self) -> bool:
         """A test/build/script run whose success is evidence about the work."""
@@ -249,6 +254,7 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
         subject = commit_subject(action.script or "")
         if subject:
             action.commits.append((oneline_sha(output, subject), subject, None))
+    action.commit_refused = is_commit and failed and not action.commits and not NOTHING_TO_COMMIT_RE.search(output)
     if action.script and not failed:
         action.pull_requests = _pull_requests(action.script, output)
     if action.command:

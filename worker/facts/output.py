@@ -157,6 +157,8 @@ PYTEST_ID_RE = re.compile(r"^(?:FAILED|ERROR) (\S+::\S+)")
 EXUNIT_ID_RE = re.compile(r"^(test/\S+_test\.exs):\d+$")
 # What `git commit` and `git checkout`/`git status` print: the commit and the branch.
 COMMIT_OUTPUT_RE = re.compile(r"^\[([\w./+-]+)(?: \(root-commit\))? ([0-9a-f]{7,40})\] (.+)$", re.MULTILINE)
+# git commit exits 1 with nothing staged (wt-status.c): the work was committed already, nothing refused it.
+NOTHING_TO_COMMIT_RE = re.compile(r"\bnothing (?:added )?to commit\b")
 # `git log --oneline` prints `<abbrev sha> <subject>` per commit, `(HEAD -> dev, origin/dev)` between
 # them where decorations are on (git-log(1), --oneline = --pretty=oneline --abbrev-commit): how a
 # quiet `git commit -q` run followed by `git log --oneline -1` names the commit it made.

@@ -18,7 +18,7 @@ from typing import Any
 from ..session import Message
 from .actions import Action, reruns, scan_actions
 from .ledger import Ledger, answered_question, cut_paste, user_requests
-from .shell import GIT_COMMIT_CMD_RE, cut_command
+from .shell import WINDOWS_DRIVE_RE, cut_command
 from .text import CITED_COMMAND_MAX_CHARS, code, command_result, cut_end, one_line
 
 MAX_DONE = 8  # the newest finished requests; older ones are history
@@ -152,21 +152,10 @@ def _changed_after(actions: list[Action], pos: int, scratch: set[str]) -> list[s
     return changed
 
 
-NOTHING_TO_COMMIT_RE = re.compile(r"\bnothing (?:added )?to commit\b")  # wt-status.c, git's own wording
-
-
 def _in_repository(path: str) -> bool:
     """A path git can hold: the ledger makes the paths under the session's cwd relative, so an
     absolute or home path (a plan under ~/.claude, a cache) is outside the repository."""
-    return not path.startswith(("/", "~")) and not re.match(r"[A-Za-z]:[\\/]", path)
-
-
-def _commit_refused(action: Action) -> bool:
-    """A `git commit` that exited non-zero and made no commit: a hook, GPG signing or an empty
-    message refused it, so the work it was to record is not recorded. git-commit(1) also exits 1
-    on "nothing to commit" / "nothing added to commit": the work was committed already."""
-    return (action.has_result and action.status == "failed" and not action.commits and bool(action.script)
-            and bool(GIT_COMMIT_CMD_RE.search(action.script)) and not NOTHING_TO_COMMIT_RE.search(action.output or ""))
+    return not path.startswith(("/", "~")) and not WINDOWS_DRIVE_RE.match(path)
 
 
 def _docs_applied(edits: list[Action]) -> bool:
@@ -213,7 +202,7 @@ def derive_work_state(messages: list[Message], ledger: Ledger, *, cwd: str | Non
             # A later failing run in the same turn outweighs an earlier green one (the last request's;
             # an earlier one's user spoke again); so does a commit that failed and none that took it.
             later = [a for a in turn if is_last and a.pos > proof.pos and a.verifies and a.has_result and not a.passed]
-            refused = [a for a in turn if a.pos > proof.pos and _commit_refused(a)]
+            refused = [a for a in turn if a.pos > proof.pos and a.commit_refused]
             if refused and not any(a.commits for a in turn if a.pos > refused[-1].pos):
                 later.append(refused[-1])
             if later:
