@@ -532,7 +532,9 @@ def fit_sections(sections: dict[str, Section], lang: str, limit: int, count: Cal
                 break
             room += (limit - n) * FIT_MARGIN  # the estimate was long: fill the slack it left
         else:
-            room -= (n - limit) / FIT_MARGIN  # the estimate was short by this much
+            # The estimate was short by this much; by a step that changes the choice at least: a
+            # one-token miss, taken back token by token, spent every round on the same choice.
+            room -= max(n - limit, limit * TOP_UP_SLACK) / FIT_MARGIN
     if best is not None:
         return best
     for keep in SHRINK_STEPS:  # last resort: cut by position
