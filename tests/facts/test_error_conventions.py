@@ -944,3 +944,37 @@ def test_sqlite3_yarn_mysql_and_vite_errors():
         '[vite] Internal server error: Failed to resolve import "/@fsC:/Users/user/openai-apps-sdk/'
         'openai-apps-sdk-examples/src/pizzaz/index.jsx" from "multi-entry:entry:pizzaz". Does the file exist?']
     assert error_lines(read("vite_timestamped.txt"))[0].startswith("[vite] Internal server error: Failed to resolve")
+
+
+def test_git_push_names_the_ref_it_could_not_update_and_why():
+    # keparlak/NumWordify session (a remote's branch protection) and chikachow/cyspbot (a lease gone stale)
+    assert error_lines(read("git_push_remote_rejected.txt"))[0] == "! [remote rejected] master -> master (protected branch)"
+    assert error_lines(read("git_push_stale_info.txt"))[0] == (
+        "! [rejected]        github-app-token-exchange-selector -> github-app-token-exchange-selector (stale info)")
+
+
+def test_xunit_failed_test_without_the_adapters_clock():
+    # keparlak/NumWordify session: `dotnet test` with Turkish-localised VSTest output around xUnit's line
+    assert error_lines(read("xunit_fail_dotnet_test_tr.txt")) == [
+        "NumWordify.Tests.ValidationGapTests.Options_do_not_silently_drop_a_currency_code [FAIL]"]
+
+
+def test_gh_auth_status_names_the_account_it_could_not_log_in():
+    # chikachow/cyspbot session (Codex exec_command envelope around it); the host line above is no error
+    assert error_lines(read("gh_auth_status_invalid_token.txt")) == [
+        "X Failed to log in to github.com account cysp (default)"]
+
+
+def test_oxfmt_check_lists_the_unformatted_files_and_its_count():
+    # chikachow/cyspbot session; the second file's line has the config notice run on at its end
+    lines = error_lines(read("oxfmt_check.txt"))
+    assert lines[:2] == ["test/support/oidc.ts", "Format issues found in above 2 files. Run without `--check` to fix."]
+    assert "Checking formatting..." not in lines
+
+
+def test_actions_oidc_failure_keeps_the_services_answer_from_the_untimed_log_lines():
+    # chikachow/cyspbot session: `gh run view --log`, where a message's later lines carry no timestamp
+    assert error_lines(read("gha_oidc_id_token_log.txt")) == [
+        "Error message: Failed to get ID Token.",
+        "Error Message: {\"source\":\"actions-run-service\",\"statusCode\":400,\"errorMessage\":\"Can't issue ID_TOKEN "
+        "for audience 'https://github.com/apps/cyspbot'\"}"]

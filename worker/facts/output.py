@@ -71,6 +71,10 @@ ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 # (`docker build --progress=plain`, what a non-TTY gets), `#31 32.58 msg`, step number and seconds
 # (moby/buildkit util/progress/progressui printer.go). Either way it is the log's, not the message's.
 CI_LOG_PREFIX_RE = re.compile(r"^(?:[^\t\n]*\t[^\t\n]*\t\d{4}-\d\d-\d\dT[\d:.]+Z |#\d+ \d+\.\d+ )")
+# `gh run view --log` puts `job<TAB>step<TAB>` before every line of the job's log (cli/cli
+# pkg/cmd/run/view/view.go), and the runner timestamps only a message's first line: the lines a
+# multi-line message runs on (`Error Code : 400`, a stack) carry the step's prefix alone.
+CI_STEP_PREFIX_RE = re.compile(r"^([^\t\n]*\t[^\t\n]*\t)\d{4}-\d\d-\d\dT[\d:.]+Z ")
 # A workflow command's annotation in the log (`::error::msg` shows as `##[error]msg`; docs.github.com
 # "Workflow commands for GitHub Actions", @actions/core setFailed): the rows read the message; the
 # marker stays on the unwrapped line's raw form, where the annotation row looks for it.
@@ -317,6 +321,13 @@ UNITTEST_SEPARATOR = "=" * 70
 # 2 files. Run Prettier with --write to fix.` (prettier src/cli/format.js; the logger's `[warn] ` prefix).
 PRETTIER_CHECK_RE = re.compile(r"^\[warn\] Code style issues found in (?:the above file|\d+ files)\. Run Prettier\b")
 PRETTIER_FILES_LOOKAHEAD = 50  # the summary follows the file list
+# oxfmt (oxc apps/oxfmt, Prettier-compatible) `--check`: each unformatted file as `path (3ms)`, then
+# `Format issues found in above N files. Run without `--check` to fix.`; it exits 1.
+OXFMT_FILE_RE = re.compile(r"^(\S+) \(\d+(?:\.\d+)?m?s\)")  # stderr may run on at its end
+OXFMT_CHECK_RE = re.compile(r"^Format issues found in above \d+ files?\. Run without `--check` to fix\.$")
+# @actions/core's OIDC client (packages/core/src/oidc-utils.ts getCall): `Failed to get ID Token.`,
+# then `Error Code : 400` and `Error Message: <the service's answer>` on lines of their own.
+OIDC_ERROR_CODE_RE = re.compile(r"^Error Code : \d+$")
 # miette's cause chain under a `× message`: `╰─▶ cause`, `├─▶` for each but the last (miette
 # GraphicalReportHandler render_causes).
 MIETTE_CAUSE_RE = re.compile(r"^[╰├]─▶ \S")
@@ -671,6 +682,18 @@ def _prettier_unformatted(lines: Lines, i: int) -> bool:
                   lambda _raw, line: not line.startswith("[warn] ")) is not None
 
 
+def _oxfmt_unformatted(lines: Lines, i: int) -> bool:
+    """Is this `path (3ms)` line one of the files an oxfmt `--check` summary below it counts?"""
+    return _ahead(lines, i, PRETTIER_FILES_LOOKAHEAD, lambda _raw, line: bool(OXFMT_CHECK_RE.match(line)),
+                  lambda _raw, line: not OXFMT_FILE_RE.match(line)) is not None
+
+
+def _after_error_code(lines: Lines, i: int) -> bool:
+    """Is this `Error Message:` line under the `Error Code : 400` line of the same error?"""
+    above = [line for _raw, line in lines[max(0, i - 2):i] if line.strip()]  # the message's blank lines between
+    return bool(above) and bool(OIDC_ERROR_CODE_RE.match(above[-1].strip()))
+
+
 def _edit_string(lines: Lines, i: int) -> str | None:
     """Claude Code's `String: <old_string>` line under its edit refusal: which text was not found."""
     return _ahead(lines, i, 1, lambda _raw, line: line.startswith("String: "))
@@ -851,6 +874,11 @@ CONVENTIONS: tuple[Convention, ...] = (
     Convention("git conflict", _rx(r"^CONFLICT \([\w/ -]+\): \S"),
                "git merge/rebase/cherry-pick: `CONFLICT (content): Merge conflict in <path>` per conflicted path "
                "(merge-ort.c, `CONFLICT (%s): Merge conflict in %s`)"),
+    Convention("git push refused", _rx(r"^! \[(?:remote )?(?:rejected|failure)\]\s+\S.*? -> \S+ \(.+\)$"),
+               "git push's status line for a ref it could not update: `! [rejected] src -> dst (stale info | fetch "
+               "first | non-fast-forward)` and, refused by the remote, `! [remote rejected] src -> dst (protected "
+               "branch)` (transport.c print_ref_status / print_one_push_report; git-push(1) OUTPUT); the `error: "
+               "failed to push some refs` under it says only that one failed"),
     Convention("shell syntax", _rx(r"^(?:zsh|bash|sh|dash)(?::| -c:)(?: line)? ?\d+: (?:parse error|syntax error)\b"),
                "the shell's own diagnostics: zsh `zsh:1: parse error near `|'` (zerr, `%s:%d: %s`), bash "
                "`bash: line 1: syntax error near unexpected token` (print_offending_line / report_syntax_error)"),
@@ -912,6 +940,11 @@ CONVENTIONS: tuple[Convention, ...] = (
                "in 2 files. Run Prettier with --write to fix.` (src/cli/format.js)", when=_prettier_unformatted),
     Convention("prettier summary", PRETTIER_CHECK_RE, "`prettier --check`'s closing count (src/cli/format.js)",
                summary=True),
+    Convention("oxfmt check", _rx(OXFMT_FILE_RE.pattern + "$"),
+               "oxfmt `--check`: `path (3ms)` for each unformatted file, above its closing count (oxc apps/oxfmt)",
+               when=_oxfmt_unformatted),
+    Convention("oxfmt summary", OXFMT_CHECK_RE, "oxfmt `--check`'s closing count: `Format issues found in above 2 "
+               "files. Run without `--check` to fix.` (oxc apps/oxfmt, the check mode's mismatch result)", summary=True),
     Convention("black check", _rx(r"^would reformat \S"),
                "Black's `--check`: `would reformat path` per file it would change, then `Oh no! 💥 💔 💥` and `1 file would "
                "be reformatted.`; it exits 1 (psf/black src/black/report.py Report.done, `would reformat {src}`; "
@@ -927,6 +960,10 @@ CONVENTIONS: tuple[Convention, ...] = (
     Convention("terraform", _rx(r"^│ (Error: \S.*)$"),
                "Terraform's and OpenTofu's diagnostic box: `╷`, `│ Error: summary`, `│   on main.tf line 12, in "
                "resource …:` (internal/command/format/diagnostic.go); kept with that range", at=_diagnostic_range),
+    Convention("xunit failure", _rx(r"^(?:\[xUnit\.net [\d:.]+\]\s+)?(\S.*? \[FAIL\])$"),
+               "xUnit.net's runner: `    Namespace.Class.Test [FAIL]` (DefaultRunnerReporterMessageHandler "
+               "HandleTestFailed, `{DisplayName} [FAIL]`), under `dotnet test` behind the VSTest adapter's "
+               "`[xUnit.net 00:00:00.40]` (kept without it, which changes from run to run)"),
     Convention("vstest failure", _rx(r"^(Failed \S+) \[[\d.]+ (?:ms|s|m|h)\]$"),
                "`dotnet test` (VSTest's console logger): `Failed Namespace.Class.Test [12 ms]`, then `Error Message:` "
                "and the message (microsoft/vstest src/vstest.console/Resources/Resources.resx FailedTestIndicator, "
@@ -1070,9 +1107,13 @@ CONVENTIONS: tuple[Convention, ...] = (
                "Request\", \"message\": …}`, OpenAI's/Google's `{\"error\": {\"code\", \"message\"}}`, a thrown "
                "error's `name` (`…Error`) with its `message`", when=_http_error_body),
     Convention("auth", _rx(r"^(?:(?:Invalid|Missing|Expired|Revoked) (?:API key|access token|credentials)|Not logged in"
-                           r"|You are not logged in(?:to)?)\b"),
+                           r"|You are not logged in(?:to)?|X Failed to log in to \S+ (?:account \S+|using token) \()"),
                "MCP tools' and API CLIs' auth refusals (`Invalid API key. …`), a CLI's `Not logged in. Run 'x login' …` "
-               "/ gh's `You are not logged into any GitHub hosts`"),
+               "/ gh's `You are not logged into any GitHub hosts`, and `gh auth status` on a token it cannot use: "
+               "`X Failed to log in to github.com account octocat (keyring)` (cli/cli pkg/cmd/auth/status/status.go)"),
+    Convention("actions oidc", _rx(r"^Error Message: \S"),
+               "@actions/core's OIDC client in a job's log: `Error Code : 400`, then `Error Message: <the service's "
+               "answer>` (packages/core/src/oidc-utils.ts getCall, `Failed to get ID Token.`)", when=_after_error_code),
     Convention("ci annotation", _rx(r"^(?!Process completed with exit code -?\d+\.$)\S"),
                "a GitHub Actions error annotation `##[error]msg` in a job's log (`::error::msg`, @actions/core "
                "setFailed; docs.github.com \"Workflow commands for GitHub Actions\") that no row above recognizes; "
@@ -1125,6 +1166,22 @@ def _logical(line: str) -> list[str]:
     return line.splitlines()
 
 
+def _without_step_prefix(lines: list[str]) -> list[str]:
+    """The lines with the `job<TAB>step<TAB>` prefix of a GitHub Actions log taken off the untimed
+    lines too, where the same prefix opens a timestamped line of this output (CI_STEP_PREFIX_RE)."""
+    steps = {m.group(1) for line in lines if (m := CI_STEP_PREFIX_RE.match(line))}
+    if not steps:
+        return lines
+    return [line[len(p):] if not CI_LOG_PREFIX_RE.match(line) and (p := _step_of(line)) in steps else line
+            for line in lines]
+
+
+def _step_of(line: str) -> str:
+    """A line's first two tab-separated fields with their tabs, or ""."""
+    parts = line.split("\t", 2)
+    return f"{parts[0]}\t{parts[1]}\t" if len(parts) == 3 else ""
+
+
 def logical_lines(output: str) -> list[str]:
     return [t for line in output.splitlines() for t in _logical(line)]
 
@@ -1172,7 +1229,7 @@ def error_findings(output: str) -> list[tuple[str, str | None]]:
 def split_error_findings(output: str) -> tuple[list[tuple[str, str | None]], list[tuple[str, str | None]]]:
     """`error_findings`, and the further error lines past its bound (not lint lines, which a count
     stands for), up to MAX_FURTHER_ERROR_LINES: what a checkpoint with room left may still show."""
-    kept = [(_task_prefix(r), _unprefixed(r)) for r in logical_lines(output)]
+    kept = [(_task_prefix(r), _unprefixed(r)) for r in _without_step_prefix(logical_lines(output))]
     kept = [(prefix, raw) for prefix, raw in kept if raw.strip()]
     lines = [(raw, unwrap_line(raw)) for _, raw in kept]  # (indentation kept, unwrapped)
     found: list[tuple[bool, str, str | None, str]] = []
