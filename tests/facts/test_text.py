@@ -3,11 +3,22 @@ every fact and checkpoint cap goes through, and the stump rules the verifier app
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 import pytest
 
-from worker.facts.text import CUT_MARKER, code_spans, cut_end, cut_middle, finished, one_line, unfinished
+from worker.facts.text import (
+    CUT_MARKER,
+    code_spans,
+    command_line,
+    cut_end,
+    cut_middle,
+    finished,
+    one_line,
+    unfinished,
+)
 from worker.facts.workstate import REQUEST_TEXT_MAX_CHARS, request_text
 
 PROSE = ("Keep the old parser in `src/api/orders.ts` because the new one drops the `total` field whenever "
@@ -98,3 +109,23 @@ def test_a_command_list_is_cut_in_its_longest_link():
         '&& git commit -m "ci: add secret scan and dependency vulnerability workflows" && git status --short')
     assert cut_command("echo 'a && b' " + "x" * 300, 120) == cut_middle("echo 'a && b' " + "x" * 300, 120)  # one link
     assert cut_command(cmd, 1000) == cmd
+
+
+FLUTTER = (Path(__file__).resolve().parents[1] / "fixtures"
+           / "cc-flutterdockerimage_aba9151e-9900-4227-9be2-735c5d04d586.jsonl")  # NOTICE.md; tune half
+
+
+def bash_command(path: Path, line: int) -> str:
+    record = json.loads(path.read_text(encoding="utf-8").split("\n")[line - 1])
+    return next(c["input"]["command"] for c in record["message"]["content"] if c.get("type") == "tool_use")
+
+
+def test_a_script_is_named_by_its_first_line_that_runs_something():
+    # Claude Code Bash calls of a real session: a `cd` into the worktree, an `echo "=== … ==="` banner
+    assert command_line(bash_command(FLUTTER, 817)) == "javap -p -cp out Dvc"
+    assert command_line(bash_command(FLUTTER, 366)).startswith("gh issue edit 532 --repo gmeligio/flutter-docker-image \\ …")
+    # a `cd` chained to a command runs it; one line, or a script of preamble only, is its first line
+    assert command_line("cd /x && make\nls") == "cd /x && make …"
+    assert command_line("set -euo pipefail\n# build\nnpm test") == "npm test"
+    assert command_line("cd /x\ncd /y") == one_line("cd /x\ncd /y") == "cd /x …"
+    assert command_line("git status") == "git status"

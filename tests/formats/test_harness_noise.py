@@ -166,15 +166,18 @@ OUTPUT_SHARE = 0.5
 @pytest.mark.parametrize("path", TRANSCRIPTS, ids=[p.name for p in TRANSCRIPTS])
 def test_no_tool_output_or_harness_text_is_the_users_words(path):
     s = load(path)
-    outputs = {r.output.strip() for m in s.messages for r in m.tool_results if len(r.output.strip()) >= LONG_OUTPUT}
+    # (message index, output): a run printing later what the user typed earlier (a URL they gave,
+    # echoed by `gh issue edit`) is not the user's words taken from it
+    outputs = [(k, r.output.strip()) for k, m in enumerate(s.messages) for r in m.tool_results
+               if len(r.output.strip()) >= LONG_OUTPUT]
     table = NOISE_TABLES.get(s.source_format, ())
     requests = user_requests(s.messages)
     assert requests, "every fixture has at least one instruction"
-    for _, m in requests:
+    for i, m in requests:
         words = m.user_text
         assert m.role == "user" and not m.tool_results and not m.is_summary and not m.meta.get(INJECTED)
         assert split_harness_noise(words, table)[1] == [], f"{m.id}: harness text in the user's words"
-        taken = [o for o in outputs if o in words and len(o) >= OUTPUT_SHARE * len(words.strip())]
+        taken = [o for k, o in outputs if k < i and o in words and len(o) >= OUTPUT_SHARE * len(words.strip())]
         assert not taken, f"{m.id}: a tool output taken as the user's words"
     if s.source_format == "swe_agent":
         # SWE-agent runs unattended: its one user input is the instance template (the issue),

@@ -148,6 +148,23 @@ def one_line(text: str) -> str:
     return first + " …"
 
 
+# A multi-line script's lines that run nothing a reader would look it up by: a `cd` (Claude Code's
+# Bash tool keeps one shell, and agents open scripts with a `cd` into the project), shell options
+# (`set -euo pipefail`), comments and blank lines, and an `echo "=== label ==="` banner (the agents'
+# way of labelling a script's parts).
+SCRIPT_PREAMBLE_RE = re.compile(
+    r"""^\s*(?:cd(?:\s+(?:"[^"\n]*"|'[^'\n]*'|[^\s;&|]+))?|set\s+[-+]\w+(?:\s+[-+]?\w+)*|#.*|echo\s+(["'])[^"'\n]*\1|)\s*$""")
+
+
+def command_line(command: str) -> str:
+    """The one line a command is named by: `one_line` of the script from its first line that runs
+    something (SCRIPT_PREAMBLE_RE), so `cd /repo` then `javap -p -cp out Dvc` is named by the
+    `javap` line. A single line, or a script of preamble only, is `one_line` of the whole."""
+    lines = command.strip().split("\n")
+    k = next((i for i, line in enumerate(lines) if not SCRIPT_PREAMBLE_RE.match(line)), 0)
+    return one_line("\n".join(lines[k:])) if len(lines) > 1 else one_line(command)
+
+
 def unfinished(text: str, capped: bool) -> str | None:
     """Why `text` reads as cut off, or None: a backtick span left open, a bracket or a quote
     left open at its end, or (`capped`: it was stopped at a length cap) its last word cut."""
@@ -211,7 +228,7 @@ def _mid_word(text: str) -> bool:
 def command_result(fact: Any, exit_word: str = "exit", failed_word: str = "failed", command: str | None = None) -> str:
     """`cmd` → output / exit status, as one line (`fact`: a CommandFact or an Action); `command`
     is the command as shown when it is cut to fit."""
-    out = code(command if command is not None else one_line(fact.command or ""))
+    out = code(command if command is not None else command_line(fact.command or ""))
     if fact.output is not None:
         # A bare token (`345`) reads as itself; anything with spaces is quoted as code.
         text = one_line(fact.output)

@@ -19,7 +19,7 @@ from ..session import Message
 from .actions import Action, reruns, scan_actions
 from .ledger import Ledger, answered_question, cut_paste, user_requests
 from .shell import WINDOWS_DRIVE_RE, cut_command
-from .text import CITED_COMMAND_MAX_CHARS, code, command_result, cut_end, one_line
+from .text import CITED_COMMAND_MAX_CHARS, code, command_line, command_result, cut_end
 
 MAX_DONE = 8  # the newest finished requests; older ones are history
 MAX_IN_PROGRESS = 5  # the last request plus a few unverified edits before it
@@ -108,7 +108,7 @@ def _evidence_line(action: Action, cite: dict[str, str]) -> str:
     if action.commits:
         sha, subject, _ = action.commits[0]
         return f"commit {code(sha) + ' ' if sha else ''}{code(subject)} ({mid})"
-    command = cut_command(one_line(action.command or ""), CITED_COMMAND_MAX_CHARS)  # tune, no model: 8k 412 -> 414
+    command = cut_command(command_line(action.command or ""), CITED_COMMAND_MAX_CHARS)  # tune, no model: 8k 412 -> 414
     tally = next((t for t, _ in action.tallies), None)
     if tally and action.output is None:
         return f"{code(command)} → {code(tally)} ({mid})"
@@ -282,7 +282,7 @@ def _blocked(actions: list[Action], ledger: Ledger, cite: dict[str, str]) -> lis
         last = max((pos_of[m] for m in err.message_ids if m in pos_of), default=-1)
         if any(p > last for p in edit_positions):
             continue  # someone is still working on it
-        src = f"{code(one_line(err.command))} " if err.command else ""
+        src = f"{code(command_line(err.command))} " if err.command else ""
         ids = ", ".join(cite.get(m, m) for m in err.message_ids[-3:])
         evidence = [f"{src}failed {err.attempts}× ({ids})", "no edit since"]
         out.append(WorkItem(text=code(err.text), evidence=evidence, message_id=err.message_ids[-1]))

@@ -26,7 +26,7 @@ from typing import Any
 
 from ..facts.ledger import CommandFact, ErrorFact, Ledger, UserInstruction, budget_user_instructions
 from ..facts.shell import cut_command, only_looks, publishes, sets_up
-from ..facts.text import CITED_COMMAND_MAX_CHARS, code, command_result, cut_end, cut_middle, one_line
+from ..facts.text import CITED_COMMAND_MAX_CHARS, code, command_line, command_result, cut_end, cut_middle
 from ..facts.workstate import WorkItem, WorkState
 from .anchor import bounded
 from .stats import CheckpointAudit, CheckpointBudget, CheckpointTokens, Timings, Verification
@@ -318,7 +318,7 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
     if unresolved:
         subs = []
         for e in unresolved:
-            src = f" — {t['from']} {code(cut_middle(one_line(e.command), CITED_COMMAND_MAX_CHARS))}" if e.command else ""
+            src = f" — {t['from']} {code(cut_middle(command_line(e.command), CITED_COMMAND_MAX_CHARS))}" if e.command else ""
             if dense:
                 src = _once(named, e.command, src)
             tries = f"{e.attempts} {t['attempts']}" if e.attempts > 1 else ""
@@ -333,7 +333,7 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
         subs = []
         fixes: set[str] = set()  # dense: a run that fixed several errors is named at the first only
         for e in resolved:
-            by = (f" {code(cut_middle(one_line(e.resolved_by_command), CITED_COMMAND_MAX_CHARS))}"
+            by = (f" {code(cut_middle(command_line(e.resolved_by_command), CITED_COMMAND_MAX_CHARS))}"
                   if e.resolved_by_command else "")
             if dense:
                 by = _once(fixes, e.resolved_by_command, by)
@@ -345,7 +345,7 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
     if ledger.tallies:
         n = len(ledger.tallies)
         critical.append(Bullet(f"{t['tallies']}:", subs=[
-            f"{code(x.text)}" + (f" — {code(one_line(x.command))}" if x.command else "")
+            f"{code(x.text)}" + (f" — {code(command_line(x.command))}" if x.command else "")
             + f" ({ids(x.message_ids[-IDS_PER_RUN:])})" for x in ledger.tallies],
             sub_ranks=[RANK_LAST_RUN if i == n - 1 else RANK_DETAIL for i in range(n)], group=True, newest_last=True))
     if ledger.commits:
@@ -364,7 +364,7 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
         critical.append(Bullet(f"{t['branches']}: {', '.join(names)}", rank=RANK_CHANGED))
     if ledger.commands:
         shown = ledger.commands
-        listed = {id(c): cut_command(one_line(c.command), LISTED_COMMAND_MAX_CHARS) for c in shown}
+        listed = {id(c): cut_command(command_line(c.command), LISTED_COMMAND_MAX_CHARS) for c in shown}
         if dense:  # each command once, as it is listed (scripts that open alike are one line), with its latest outcome
             latest = {listed[id(c)]: c for c in sorted(shown, key=lambda c: c.last_seq)}
             shown = sorted(latest.values(), key=lambda c: c.last_seq)
