@@ -7,6 +7,7 @@ keeps, and that the noise around it (`--- FAIL: TestX`, `FAIL\tpkg\t0.01s`, `exi
 
 from __future__ import annotations
 
+import json
 import re
 import textwrap
 from pathlib import Path
@@ -978,3 +979,21 @@ def test_actions_oidc_failure_keeps_the_services_answer_from_the_untimed_log_lin
         "Error message: Failed to get ID Token.",
         "Error Message: {\"source\":\"actions-run-service\",\"statusCode\":400,\"errorMessage\":\"Can't issue ID_TOKEN "
         "for audience 'https://github.com/apps/cyspbot'\"}"]
+
+
+def test_gh_run_watch_keeps_the_failure_annotation_not_its_refresh_banner():
+    # jdx/mise session (Codex exec_command envelope): `gh run watch … --exit-status` of a canceled run
+    lines = error_lines(read("gh_run_watch_canceled.txt"))
+    assert lines[0] == "X Canceling since a higher priority waiting request for hyperfine-refs/pull/10722/merge exists"
+    assert not any(line.startswith("Refreshing run status") for line in lines)
+
+
+def test_a_run_stopped_by_ctrl_c_with_nothing_printed_neither_passed_nor_failed():
+    # jdx/mise session, lines 512-513: Codex's write_stdin of Ctrl-C ends a `gh run watch` (exit 130)
+    from worker.facts.actions import scan_actions
+    from worker.formats import codex
+
+    raw = (FIXTURES.parent / "codex-desktop-mise_019f2387-40a7-7151-a232-8ebb871f52ba.jsonl").read_text().split("\n")
+    session = codex.load([json.loads(raw[n - 1]) for n in (1, 7, 512, 513)])
+    [action] = [a for a in scan_actions(session.messages) if a.has_result]
+    assert (action.exit_code, action.status, action.errors) == (130, "unknown", [])

@@ -81,6 +81,10 @@ PATH_KEYS = ("file_path", "path", "filename", "file", "target_file", "notebook_p
 EDITOR_WRITE_COMMANDS = {"create"}
 EDITOR_EDIT_COMMANDS = {"str_replace", "insert", "undo_edit", "edit", "replace"}
 EDITOR_READ_COMMANDS = {"view"}
+# A run stopped by Ctrl-C exits 128 + SIGINT (POSIX XCU 2.8.2, "Exit Status for Commands"): Codex's
+# `write_stdin` of `\u0003` ending a `gh run watch`, the user's interrupt. With nothing printed it
+# neither passed nor failed; its status stays unknown.
+INTERRUPTED_EXIT = 130
 # Programs whose exit status 1 means "no match / differs", not failure.
 EXIT_1_OK_PROGRAMS = {"grep", "egrep", "fgrep", "rg", "ag", "diff", "cmp", "test", "["}
 # A shell command that only prints source or documentation files (`sed -n '1,240p' SKILL.md`,
@@ -224,7 +228,11 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
         or any(f for _, f in action.tallies)
         or (bool(action.errors) and action.exit_code is None)
     )
-    action.status = "failed" if failed else "ok"
+    if failed and not action.errors and action.exit_code == INTERRUPTED_EXIT and first_meaningful_line(output) is None:
+        failed, stopped = False, True  # stopped, with nothing said: neither passed nor failed
+    else:
+        stopped = False
+    action.status = "unknown" if stopped else "failed" if failed else "ok"
     if failed and only_summaries(action.errors):
         # `[lint:gomod] ERROR task failed` names the task that failed; a script's own message
         # (`go module files modified, …`) follows no convention, so its first line says why.

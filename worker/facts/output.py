@@ -101,7 +101,10 @@ SHELL_ENVELOPE_NONE = r"(?:Error|Signal|Background PIDs|Process Group PGID|Direc
 SHELL_ENVELOPE_NONE_RE = re.compile(SHELL_ENVELOPE_NONE)
 # Progress a tool prints while it works: mise installing a tool (`mise go@1.26.3  [1/3] install`,
 # `… ✓ installed`), the go command fetching modules (`go: downloading golang.org/x/vuln v1.3.0`).
-PROGRESS = r"mise \S+@\S+\s+(?:\[\d+/\d+\]|✓)|go: downloading \S"
+# `gh run watch` / `gh pr checks --watch` open each refresh with `Refreshing run status every 20
+# seconds. Press Ctrl+C to quit.` (cli/cli pkg/cmd/run/watch/watch.go, pkg/cmd/pr/checks/checks.go).
+PROGRESS = (r"mise \S+@\S+\s+(?:\[\d+/\d+\]|✓)|go: downloading \S"
+            r"|Refreshing (?:run|checks) status every [\d.]+ seconds\. Press Ctrl\+C to quit\.")
 # Codex's exec envelope around a command's output: `Chunk ID`, `Wall time: 0.1486 seconds`,
 # `Process exited with code 1` (an exit code, read as one), `Process running with session ID`,
 # `Original token count`, `Output:` (codex-rs core/src/tools/handlers/unified_exec.rs
@@ -328,6 +331,10 @@ OXFMT_CHECK_RE = re.compile(r"^Format issues found in above \d+ files?\. Run wit
 # @actions/core's OIDC client (packages/core/src/oidc-utils.ts getCall): `Failed to get ID Token.`,
 # then `Error Code : 400` and `Error Message: <the service's answer>` on lines of their own.
 OIDC_ERROR_CODE_RE = re.compile(r"^Error Code : \d+$")
+# `gh run view`/`gh run watch` list a run's annotations under ANNOTATIONS: the level's icon (`X` for
+# a failure) and the message, then `job: path#line` (cli/cli pkg/cmd/run/shared/presentation.go
+# RenderAnnotations, shared.go AnnotationSymbol).
+GH_ANNOTATION_AT_RE = re.compile(r"^\S[^:]*: \S+#\d+$")
 # miette's cause chain under a `× message`: `╰─▶ cause`, `├─▶` for each but the last (miette
 # GraphicalReportHandler render_causes).
 MIETTE_CAUSE_RE = re.compile(r"^[╰├]─▶ \S")
@@ -692,6 +699,12 @@ def _after_error_code(lines: Lines, i: int) -> bool:
     """Is this `Error Message:` line under the `Error Code : 400` line of the same error?"""
     above = [line for _raw, line in lines[max(0, i - 2):i] if line.strip()]  # the message's blank lines between
     return bool(above) and bool(OIDC_ERROR_CODE_RE.match(above[-1].strip()))
+
+
+def _gh_annotation(lines: Lines, i: int) -> bool:
+    """Is this `X message` line a run annotation, as `gh run view`/`watch` prints one: the message,
+    then `job: path#line` under it?"""
+    return i + 1 < len(lines) and bool(GH_ANNOTATION_AT_RE.match(lines[i + 1][1]))
 
 
 def _edit_string(lines: Lines, i: int) -> str | None:
@@ -1111,6 +1124,10 @@ CONVENTIONS: tuple[Convention, ...] = (
                "MCP tools' and API CLIs' auth refusals (`Invalid API key. …`), a CLI's `Not logged in. Run 'x login' …` "
                "/ gh's `You are not logged into any GitHub hosts`, and `gh auth status` on a token it cannot use: "
                "`X Failed to log in to github.com account octocat (keyring)` (cli/cli pkg/cmd/auth/status/status.go)"),
+    Convention("gh run annotation", _rx(r"^X \S"),
+               "a run's failure annotation as `gh run view`/`watch` print it: `X Canceling since a higher priority "
+               "waiting request for … exists`, then `job: .github#1` (cli/cli pkg/cmd/run/shared/presentation.go "
+               "RenderAnnotations)", when=_gh_annotation),
     Convention("actions oidc", _rx(r"^Error Message: \S"),
                "@actions/core's OIDC client in a job's log: `Error Code : 400`, then `Error Message: <the service's "
                "answer>` (packages/core/src/oidc-utils.ts getCall, `Failed to get ID Token.`)", when=_after_error_code),
