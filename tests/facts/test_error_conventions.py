@@ -997,3 +997,10 @@ def test_a_run_stopped_by_ctrl_c_with_nothing_printed_neither_passed_nor_failed(
     session = codex.load([json.loads(raw[n - 1]) for n in (1, 7, 512, 513)])
     [action] = [a for a in scan_actions(session.messages) if a.has_result]
     assert (action.exit_code, action.status, action.errors) == (130, "unknown", [])
+
+
+def test_java_launcher_refusal_keeps_its_cause():
+    # gmeligio/flutter-docker-image session: kotlinc's K2JVMCompiler run on a classpath missing kotlin-stdlib
+    assert error_lines(read("java_launcher_main_class.txt"))[0] == (
+        "Error: Unable to initialize main class org.jetbrains.kotlin.cli.jvm.K2JVMCompiler "
+        "Caused by: java.lang.NoClassDefFoundError: kotlin/jvm/internal/markers/KMappedMarker")

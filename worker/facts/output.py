@@ -381,6 +381,18 @@ def _js_frame(lines: Lines, i: int) -> str | None:
                   lambda _raw, line: line.startswith(("● ", "FAIL ")))
 
 
+def _jvm_cause(lines: Lines, i: int) -> str | None:
+    """The root cause under a JVM exception: the last `Caused by: …` line of its trace (java.lang.Throwable
+    printStackTrace prints the chain outermost first, each cause with its frames and `... N more`)."""
+    cause = None
+    for raw, line in lines[i + 1:i + 1 + GO_FRAMES_LOOKAHEAD]:
+        if line.startswith("Caused by: "):
+            cause = line
+        elif not (raw[:1].isspace() or JAVA_FRAME_RE.match(line) or line.startswith("...")):
+            break
+    return cause
+
+
 def _java_frame(lines: Lines, i: int) -> str | None:
     """The first frame of a Java stack trace outside the JDK and the test frameworks."""
     for raw, line in lines[i + 1:i + 1 + GO_FRAMES_LOOKAHEAD]:
@@ -936,7 +948,11 @@ CONVENTIONS: tuple[Convention, ...] = (
     Convention("jvm uncaught", _rx(r'^Exception in thread "[^"]*" (\S.*)$'),
                "The JVM's default handler for an uncaught exception: `Exception in thread \"main\" "
                "java.lang.X: msg`, then the `at` frames (java.lang.ThreadGroup.uncaughtException); kept without the "
-               "thread, with its first project frame", at=_java_frame),
+               "thread, with its first project frame and its root cause", at=_java_frame, message=_jvm_cause),
+    Convention("jvm launcher", _rx(r"^Error: (?:Unable to initialize main class|Could not find or load main class) \S+$"),
+               "the java launcher refusing a main class (sun.launcher.LauncherHelper: `Error: Unable to initialize "
+               "main class X`, `Caused by: java.lang.NoClassDefFoundError: …` under it), with that cause",
+               message=_jvm_cause),
     Convention("unittest failure", _rx(r"^(?:FAIL|ERROR): \S"),
                "Python unittest's failure report: `separator1` (70 `=`), then `FAIL: test_x (module.Class.test_x)` "
                "(Lib/unittest/runner.py TextTestResult.printErrorList; nose2 prints the same)",
