@@ -196,23 +196,19 @@ def test_past_the_first_few_of_a_rank_the_shorter_go_first():
     assert [r for r in later if r not in text] and all(r.startswith("`./scripts") for r in later if r not in text)
 
 
-
 def test_a_choice_just_over_its_limit_is_taken_back_by_a_real_step(pi):
     """A ranked choice one token over its limit (the count of a rendering is not the sum of its
     parts) was taken back a token per round, the same choice every round, until the rounds ran
     out and the last-resort cut by position was used: a real 16k checkpoint kept 5,360 of its
     6,100 tokens that way. Here every text near the limit counts one over it."""
     _, _, sections = pi
-    limit = 1500
+    limit, near = 1500, 0.93
 
     def tokens(text: str) -> int:
         n = count(text)
-        return limit + 1 if limit * NEAR_LIMIT < n <= limit + 1 else n
+        return limit + 1 if limit * near < n <= limit + 1 else n
 
     _, text, n = fit_sections(sections, "en", limit, tokens)
     assert limit * 0.8 <= n <= limit
     _, ranked, _ = fit_sections(sections, "en", n, count)
     assert MORE_RE.findall(text)[:1] == MORE_RE.findall(ranked)[:1]  # the errors as a ranked fit keeps them
-
-
-NEAR_LIMIT = 0.93

@@ -228,10 +228,9 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
         or any(f for _, f in action.tallies)
         or (bool(action.errors) and action.exit_code is None)
     )
-    if failed and not action.errors and action.exit_code == INTERRUPTED_EXIT and first_meaningful_line(output) is None:
-        failed, stopped = False, True  # stopped, with nothing said: neither passed nor failed
-    else:
-        stopped = False
+    stopped = (failed and not action.errors and action.exit_code == INTERRUPTED_EXIT
+               and first_meaningful_line(output) is None)  # stopped, with nothing said: neither passed nor failed
+    failed = failed and not stopped
     action.status = "unknown" if stopped else "failed" if failed else "ok"
     if failed and only_summaries(action.errors):
         # `[lint:gomod] ERROR task failed` names the task that failed; a script's own message

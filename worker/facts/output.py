@@ -70,11 +70,14 @@ ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 # A log's own prefix on each line: the GitHub Actions one above, or BuildKit's plain progress
 # (`docker build --progress=plain`, what a non-TTY gets), `#31 32.58 msg`, step number and seconds
 # (moby/buildkit util/progress/progressui printer.go). Either way it is the log's, not the message's.
-CI_LOG_PREFIX_RE = re.compile(r"^(?:[^\t\n]*\t[^\t\n]*\t\d{4}-\d\d-\d\dT[\d:.]+Z |#\d+ \d+\.\d+ )")
 # `gh run view --log` puts `job<TAB>step<TAB>` before every line of the job's log (cli/cli
 # pkg/cmd/run/view/view.go), and the runner timestamps only a message's first line: the lines a
 # multi-line message runs on (`Error Code : 400`, a stack) carry the step's prefix alone.
-CI_STEP_PREFIX_RE = re.compile(r"^([^\t\n]*\t[^\t\n]*\t)\d{4}-\d\d-\d\dT[\d:.]+Z ")
+GHA_STEP = r"[^\t\n]*\t[^\t\n]*\t"
+GHA_TIME = r"\d{4}-\d\d-\d\dT[\d:.]+Z "
+CI_LOG_PREFIX_RE = re.compile(rf"^(?:{GHA_STEP}{GHA_TIME}|#\d+ \d+\.\d+ )")
+CI_STEP_PREFIX_RE = re.compile(rf"^({GHA_STEP}){GHA_TIME}")
+CI_STEP_RE = re.compile(rf"^{GHA_STEP}")
 # A workflow command's annotation in the log (`::error::msg` shows as `##[error]msg`; docs.github.com
 # "Workflow commands for GitHub Actions", @actions/core setFailed): the rows read the message; the
 # marker stays on the unwrapped line's raw form, where the annotation row looks for it.
@@ -709,8 +712,7 @@ def _oxfmt_unformatted(lines: Lines, i: int) -> bool:
 
 def _after_error_code(lines: Lines, i: int) -> bool:
     """Is this `Error Message:` line under the `Error Code : 400` line of the same error?"""
-    above = [line for _raw, line in lines[max(0, i - 2):i] if line.strip()]  # the message's blank lines between
-    return bool(above) and bool(OIDC_ERROR_CODE_RE.match(above[-1].strip()))
+    return i > 0 and bool(OIDC_ERROR_CODE_RE.match(lines[i - 1][1]))  # blank lines are not in `lines`
 
 
 def _gh_annotation(lines: Lines, i: int) -> bool:
@@ -1205,14 +1207,8 @@ def _without_step_prefix(lines: list[str]) -> list[str]:
     steps = {m.group(1) for line in lines if (m := CI_STEP_PREFIX_RE.match(line))}
     if not steps:
         return lines
-    return [line[len(p):] if not CI_LOG_PREFIX_RE.match(line) and (p := _step_of(line)) in steps else line
-            for line in lines]
-
-
-def _step_of(line: str) -> str:
-    """A line's first two tab-separated fields with their tabs, or ""."""
-    parts = line.split("\t", 2)
-    return f"{parts[0]}\t{parts[1]}\t" if len(parts) == 3 else ""
+    untimed = [None if CI_LOG_PREFIX_RE.match(line) else CI_STEP_RE.match(line) for line in lines]
+    return [line[m.end():] if m and m.group() in steps else line for line, m in zip(lines, untimed, strict=True)]
 
 
 def logical_lines(output: str) -> list[str]:

@@ -162,7 +162,7 @@ def command_line(command: str) -> str:
     `javap` line. A single line, or a script of preamble only, is `one_line` of the whole."""
     lines = command.strip().split("\n")
     k = next((i for i, line in enumerate(lines) if not SCRIPT_PREAMBLE_RE.match(line)), 0)
-    return one_line("\n".join(lines[k:])) if len(lines) > 1 else one_line(command)
+    return one_line("\n".join(lines[k:]))
 
 
 def unfinished(text: str, capped: bool) -> str | None:
