@@ -811,9 +811,9 @@ def test_go_race_report_with_its_first_project_frame():
     assert error_lines(read("go_test_race.txt"))[-1] == "--- FAIL: TestRace (0.00s)"  # the test it failed
 
 
-def test_jvm_uncaught_exception_without_its_thread():
+def test_jvm_uncaught_exception_as_printed():
     assert error_findings(read("jvm_uncaught_cats_effect.txt")) == [
-        ("java.lang.Throwable: Boom!", "at Example$.$anonfun$program$5(Main.scala:23)")]
+        ('Exception in thread "main" java.lang.Throwable: Boom!', "at Example$.$anonfun$program$5(Main.scala:23)")]
 
 
 def test_make_names_the_target_whose_recipe_failed():

@@ -947,10 +947,10 @@ CONVENTIONS: tuple[Convention, ...] = (
                "Go's race detector report: `WARNING: DATA RACE`, the two accesses' goroutine stacks, then "
                "`testing.go:N: race detected during execution of test` (ThreadSanitizer's report as Go prints it; "
                "go.dev/doc/articles/race_detector); kept with its first project frame", at=_go_panic_frame),
-    Convention("jvm uncaught", _rx(r'^Exception in thread "[^"]*" (\S.*)$'),
+    Convention("jvm uncaught", _rx(r'^Exception in thread "[^"]*" \S'),
                "The JVM's default handler for an uncaught exception: `Exception in thread \"main\" "
-               "java.lang.X: msg`, then the `at` frames (java.lang.ThreadGroup.uncaughtException); kept without the "
-               "thread, with its first project frame and its root cause", at=_java_frame, message=_jvm_cause),
+               "java.lang.X: msg`, then the `at` frames (java.lang.ThreadGroup.uncaughtException); kept as printed, "
+               "with its first project frame and its root cause", at=_java_frame, message=_jvm_cause),
     Convention("jvm launcher", _rx(r"^Error: (?:Unable to initialize main class|Could not find or load main class) \S+$"),
                "the java launcher refusing a main class (sun.launcher.LauncherHelper: `Error: Unable to initialize "
                "main class X`, `Caused by: java.lang.NoClassDefFoundError: …` under it), with that cause",

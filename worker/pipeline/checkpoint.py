@@ -380,7 +380,7 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
 
     files = [Bullet(f"{code(f.path)} — {', '.join(t.get(a, a) for a in f.actions)}{where(f.message_ids[-2:])}",
                     subs=[] if dense else [cut_middle(e, EDIT_SNIPPET_MAX_CHARS) for e in f.edits],
-                    rank=RANK_CHANGED if f.changed else RANK_DETAIL,
+                    rank=RANK_DETAIL if f.rank == 2 else RANK_CHANGED,
                     sub_ranks=None if dense else [RANK_DETAIL] * len(f.edits), path=f.path if dense else None)
              for f in ledger.files]
     users, omitted = ledger.user_instructions, ledger.user_instructions_omitted
