@@ -5,6 +5,7 @@ constraint, but its facts (an error a `!cmd` printed) are still mined."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ CONTEXT_EVALUATOR = FIXTURES / "cc-contextevaluator_8ecab05f-4481-43d6-9428-a6b1
 MEOW_ARTICLES = FIXTURES / "cc-meow-ja_f29a7049-fb97-4c4d-927d-9dea6a6e9f2a.jsonl"
 SPOTTER = FIXTURES / "cc-spotter_8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl"
 CODEX_CLI = FIXTURES / "codex-cli-sessionbridge_019d6cca-56cc-7850-9ca0-e841d6382a98.jsonl"
+NOMOS = FIXTURES / "cc-nomos_763eeec5-648e-4d0e-9a0d-75867b918b75.jsonl"
 
 
 def records(path: Path, *lines: int | range) -> list[dict]:
@@ -48,6 +50,16 @@ def test_claude_code_task_notification_is_not_the_user():
     assert s.messages[1].meta["harness"] == ["task-notification"]
     ledger = extract_ledger(s.messages)
     assert [u.text for u in ledger.user_instructions] == [s.messages[0].text]
+
+
+def test_claude_code_pull_request_monitor_event_is_not_the_user():
+    # nomos (Claude Code 2.1.229, desktop app): the user's words (line 356), then the pull-request
+    # monitor's prompts (lines 461, 483), sent as "human"/"sdk" prompts wrapped in their tag.
+    s = claude_code.load(records(NOMOS, 356, 461, 483))
+    monitor = [m for m in s.messages if m.text.startswith("<ci-monitor-event>")]
+    assert len(monitor) == 2 and all(m.meta["harness"] == ["ci-monitor-event"] for m in monitor)
+    assert [m.user_text for _, m in user_requests(s.messages)] == [s.messages[0].user_text]
+    assert [u.text for u in extract_ledger(s.messages).user_instructions] == [s.messages[0].user_text]
 
 
 def test_claude_code_queued_task_notification_and_its_transcript_pointer_are_not_the_user():
@@ -161,6 +173,9 @@ LONG_OUTPUT = 40  # shorter outputs ("ok", a path) may well be words the user ty
 # A tool output making up this share of a user message means it was taken as the user's; a
 # smaller one is the user pasting a log line into what they wrote (pi fixture line 836).
 OUTPUT_SHARE = 0.5
+# A message that is one `<kebab-case-tag>…</kebab-case-tag>` element is how Claude Code wraps what
+# it injects (system-reminder, task-notification, ci-monitor-event): one its table lacks shows here.
+WRAPPED_WHOLE = re.compile(r"\A\s*<([a-z]+(?:-[a-z]+)+)>.*</\1>\s*\Z", re.S)
 
 
 @pytest.mark.parametrize("path", TRANSCRIPTS, ids=[p.name for p in TRANSCRIPTS])
@@ -177,6 +192,7 @@ def test_no_tool_output_or_harness_text_is_the_users_words(path):
         words = m.user_text
         assert m.role == "user" and not m.tool_results and not m.is_summary and not m.meta.get(INJECTED)
         assert split_harness_noise(words, table)[1] == [], f"{m.id}: harness text in the user's words"
+        assert not WRAPPED_WHOLE.match(words), f"{m.id}: a harness's tagged message taken as the user's words"
         taken = [o for k, o in outputs if k < i and o in words and len(o) >= OUTPUT_SHARE * len(words.strip())]
         assert not taken, f"{m.id}: a tool output taken as the user's words"
     if s.source_format == "swe_agent":

@@ -84,6 +84,9 @@ HARNESS_NOISE: tuple[Noise, ...] = (
     Noise("task-notification", re.compile(
         r"<task-notification>.*?(?:</task-notification>|\Z)"
         r"(?:\s*(?:Read the output file to retrieve the result|Full transcript available at): \S+)?", re.S)),
+    # Its 2.0.x form for a background agent: `<agent-notification><agent-id>…</agent-id><output-file>…
+    # </output-file><status>completed</status><summary>…</summary>` (anthropics/claude-code#14715).
+    Noise("agent-notification", tag("agent-notification")),
     Noise("command-name", tag("command-name")),
     Noise("command-message", tag("command-message")),
     Noise("command-args", tag("command-args"), keep="body"),
@@ -94,6 +97,10 @@ HARNESS_NOISE: tuple[Noise, ...] = (
     Noise("bash-stdout", tag("bash-stdout")),
     Noise("bash-stderr", tag("bash-stderr")),
     Noise("user-prompt-submit-hook", tag("user-prompt-submit-hook")),
+    # The desktop app's pull-request monitor (2.1.229, entrypoint claude-desktop): a new review
+    # comment or CI result, with the monitor's own "Please address the feedback…", sent as a
+    # prompt (origin "human", promptSource "sdk") wrapped whole in its tag (cc-nomos fixture).
+    Noise("ci-monitor-event", tag("ci-monitor-event")),
     Noise("ide", re.compile(r"<ide_(?:opened_file|selection|diagnostics)>.*?</ide_\w+>", re.S)),
     Noise("interrupted", re.compile(r"\[Request interrupted by user(?: for tool use)?\]")),
     Noise("image", re.compile(r"\[Image #\d+\]|\[(?:image|document): [^\]\n]*\]")),
