@@ -1004,3 +1004,19 @@ def test_java_launcher_refusal_keeps_its_cause():
     assert error_lines(read("java_launcher_main_class.txt"))[0] == (
         "Error: Unable to initialize main class org.jetbrains.kotlin.cli.jvm.K2JVMCompiler "
         "Caused by: java.lang.NoClassDefFoundError: kotlin/jvm/internal/markers/KMappedMarker")
+
+
+def test_bats_says_how_many_tests_never_ran():
+    # jdx/fnox: `mise run test:bats` with `-j` and no GNU parallel: bats ran none of its 20 tests
+    assert error_lines(read("bats_count_mise_task.txt")) == [
+        "/Users/jdx/src/fnox/test/bats/libexec/bats-core/bats-exec-suite: line 314: parallel: command not found",
+        "# bats warning: Executed 0 instead of expected 20 tests", "[test:bats] ERROR task failed"]
+    assert only_summaries(["# bats warning: Executed 0 instead of expected 20 tests"])
+
+
+def test_hk_step_line_keeps_its_step_and_its_reprint_is_the_same_error():
+    # jdx/fnox: `mise run lint` runs hk, which prints clippy's lines as `  cargo-clippy – …` among the
+    # other steps' progress, then the failed step's stderr again, unprefixed
+    assert error_findings(read("hk_clippy_step_mise_task.txt")) == [
+        ("cargo-clippy – error: this `if` statement can be collapsed", "--> crates/fnox-core/src/providers/mod.rs:402:5"),
+        ("[lint] ERROR task failed", None)]

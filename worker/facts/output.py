@@ -96,7 +96,11 @@ MISE_TASK_PREFIX_RE = re.compile(r"^\[(?!(?:warn|error|info|debug|vite)\] )[a-z]
 # default "auto" outside CI; turbo.build/docs/reference/run): npm names are lowercase (`@scope/name`),
 # a task is a package.json script name. A `file:12: ` location has a digit where the task is.
 TURBO_TASK_PREFIX_RE = re.compile(r"^(?:@[a-z0-9][\w.~-]*/)?[a-z0-9][\w.~-]*:[A-Za-z][\w:.-]*:(?: |$)")
-TASK_PREFIX_RE = re.compile(f"{MISE_TASK_PREFIX_RE.pattern}|{TURBO_TASK_PREFIX_RE.pattern}")
+# hk (jdx/hk) runs a hook's steps in parallel and, outside a terminal, prints each line a step's
+# command wrote as `  <step> – <line>` (src/step_job.rs, its `body_text`: `  {{name}} – {{ensembler_stdout}}`).
+# Interleaved, the step is what says which linter printed a line: a kept line keeps it, as printed.
+HK_STEP_PREFIX_RE = re.compile(r"^  [\w.:-]+ – ")
+TASK_PREFIX_RE = re.compile(f"{MISE_TASK_PREFIX_RE.pattern}|{TURBO_TASK_PREFIX_RE.pattern}|{HK_STEP_PREFIX_RE.pattern}")
 # Gemini CLI's and Qwen Code's run_shell_command envelope (docs/tools/shell.md: Command,
 # Directory, Output, Error, Exit Code, Signal, Background PIDs, Process Group PGID): a field
 # that is "(none)" says nothing happened.
@@ -963,6 +967,10 @@ CONVENTIONS: tuple[Convention, ...] = (
                "GNU make: `make: *** [Makefile:4: main] Error 1`, `make: *** No rule to make target 'x'.  Stop.` "
                "(src/job.c `%s[%s: %s] Error %d%s%s` after `*** `, src/remake.c): which target failed",
                summary=True),
+    Convention("bats count", _rx(r"^# bats warning: Executed \d+ instead of expected \d+ tests$"),
+               "bats-core's test-count check: `# bats warning: Executed 0 instead of expected 20 tests`, then exit 1 "
+               "(libexec/bats-core/bats, bats_test_count_validator): tests that never ran (a setup_file that failed, "
+               "`-j` without GNU parallel)", summary=True),
     Convention("prettier error", _rx(r"^\[error\] (\S+: \w*Error: .+)$"),
                "Prettier's CLI on a file it cannot parse: `[error] file: SyntaxError: msg (1:8)`, then the code "
                "frame, each line with the logger's `[error] ` prefix (src/cli/format.js handleError)"),
@@ -1156,6 +1164,11 @@ CONVENTIONS: tuple[Convention, ...] = (
 )
 
 
+def _bare(text: str) -> str:
+    """A kept line without the hk step it was printed under."""
+    return HK_STEP_PREFIX_RE.sub("", "  " + text).lstrip()
+
+
 def _lint_rule(text: str) -> str:
     for rx in LINT_RULE_RES:
         m = rx.search(text)
@@ -1287,7 +1300,8 @@ def split_error_findings(output: str) -> tuple[list[tuple[str, str | None]], lis
                 text = m.group(1) if m.groups() else quoted_line(raw, line)
                 said = rule.message(lines, i) if rule.message else None
                 text = f"{text} {said}" if said else text
-                text = kept[i][0] + text if rule.task_prefix else text
+                prefix = kept[i][0]
+                text = prefix.lstrip() + text if rule.task_prefix or HK_STEP_PREFIX_RE.match(prefix) else text
                 found.append((rule.heading, text, rule.at(lines, i) if rule.at else None, rule.name))
                 break
     out: list[tuple[str, str | None]] = []
@@ -1297,8 +1311,8 @@ def split_error_findings(output: str) -> tuple[list[tuple[str, str | None]], lis
     tests_left_out = 0  # pytest summary lines past MAX_TESTS_PER_FAILURE of their (file, exception)
     for _, text, at, name in sorted(found, key=lambda f: f[0]):  # stable: output order within each kind
         text = cut_middle(text, ERROR_LINE_MAX_CHARS)
-        if any(text == t for t, _ in out):
-            continue
+        if any(_bare(text) == _bare(t) for t, _ in out):
+            continue  # the same line again: hk reprints a failed step's stderr, unprefixed, at its end
         if name in LINT_ROWS:
             rule = (name, _lint_rule(text))
             per_rule[rule] = per_rule.get(rule, 0) + 1
