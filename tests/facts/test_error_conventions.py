@@ -1020,3 +1020,23 @@ def test_hk_step_line_keeps_its_step_and_its_reprint_is_the_same_error():
     assert error_findings(read("hk_clippy_step_mise_task.txt")) == [
         ("cargo-clippy – error: this `if` statement can be collapsed", "--> crates/fnox-core/src/providers/mod.rs:402:5"),
         ("[lint] ERROR task failed", None)]
+
+
+def test_a_status_bullet_at_the_line_start_is_not_a_jest_failure():
+    # Nomos-N4s/nomos: `entire status` prints `● Enabled · branch main`; Jest indents its `  ● test`
+    assert error_lines(read("entire_status_bullet.txt")) == []
+    assert "● use some imported macro to make assertion" in error_lines(read("jest_toequal.txt"))
+
+
+def test_bash_unclosed_quote_named_by_the_shell_path():
+    # Nomos-N4s/nomos: a heredoc whose quote never closes, under Git Bash's `/usr/bin/bash -c`
+    assert error_lines(read("bash_unexpected_eof.txt")) == [
+        "/usr/bin/bash: -c: line 176: unexpected EOF while looking for matching `''"]
+
+
+def test_a_docstring_raises_entry_printed_with_the_source_is_not_an_exception():
+    # Nomos-N4s/nomos: a patch script prints the edited class, whose Google-style docstring lists
+    # `Raises:` / `    ValueError: If the threshold …`
+    out = read("python_docstring_raises_printed.txt")
+    assert "        ValueError: If the threshold or holder count is not a valid t-of-n" in out.splitlines()
+    assert error_lines(out) == []

@@ -687,3 +687,13 @@ def test_a_long_failing_runs_further_error_lines_are_carried_and_shown_only_wher
     resolved = next(b for b in ledger_sections(ledger)["Critical Context"].blocks[0].bullets
                     if b.subs and any(tool_use in s for s in b.subs))
     assert resolved.sub_ranks[[i for i, s in enumerate(resolved.subs) if tool_use in s][0]] == RANK_SPARE
+
+
+def test_a_failed_run_is_not_remembered_by_a_label_it_echoed():
+    # Nomos-N4s/nomos: `echo "=== any entire binary/config in user profile ===" && ls … | grep …`
+    # printed its label, then grep found nothing (exit 1): the run is remembered by its exit status
+    from worker.facts.actions import scan_actions
+    s = claude_code.load(FIXTURES / "cc-nomos_763eeec5-648e-4d0e-9a0d-75867b918b75.jsonl")
+    (action,) = [a for a in scan_actions(s.messages) if a.message_id == "e489b6e7-0b32-4e21-8ac7-2a7ded8876ba"]
+    assert action.output == "=== any entire binary/config in user profile ==="
+    assert (action.status, action.errors, action.exit_only) == ("failed", ["Exit code 1"], True)

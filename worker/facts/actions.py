@@ -235,11 +235,11 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
     if failed and only_summaries(action.errors):
         # `[lint:gomod] ERROR task failed` names the task that failed; a script's own message
         # (`go module files modified, …`) follows no convention, so its first line says why.
-        line = first_meaningful_line(output)
+        line = first_meaningful_line(output, action.command)
         if line and line not in action.errors:
             action.errors.insert(0, line)
     if failed and not action.errors:
-        line = first_meaningful_line(output)
+        line = first_meaningful_line(output, action.command)
         if line is None:
             m = EXIT_CODE_RE.search(output) or ABORTED_RE.search(output)
             line = m.group(0).strip() if m else None

@@ -212,6 +212,9 @@ GO_TEST_START_RE = re.compile(r"^\s*=== (?:RUN|CONT|NAME) ")  # -v: the messages
 # that open with ` `, `-` or `+` (and `\ No newline at end of file`) until the next header.
 DIFF_HUNK_RE = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@")
 DIFF_LINE_MARKS = (" ", "\t", "-", "+", "\\")
+# What a script prints itself: the quoted literal of an `echo` (options `-e`/`-n` before it).
+ECHO_LITERAL_RE = re.compile(r"""\becho\s+(?:-[neE]+\s+)*(?:"([^"$`\\\n]*)"|'([^'\n]*)')""")
+RAISES_LOOKBACK = 20  # lines above an indented exception name searched for its docstring's `Raises:` heading
 TRACEBACK_START_RE = re.compile(r"^Traceback \(most recent call last\):")  # its frames are not errors
 # `AssertionError [ERR_ASSERTION]: ...` is node's: the code in brackets is part of the name, and
 # node's own errors are a plain `Error [ERR_REQUIRE_ESM]: …` (lib/internal/errors.js, `${name} [${key}]`).
@@ -501,6 +504,22 @@ def _hook_id(lines: Lines, i: int) -> str | None:
     return _ahead(lines, i, 1, lambda _raw, line: line.startswith("- hook id: "))
 
 
+def _not_raises_entry(lines: Lines, i: int) -> bool:
+    """False for an indented `ValueError: If …` whose nearest less indented line above is `Raises:`."""
+    raw = lines[i][0]
+    depth = len(raw) - len(raw.lstrip())
+    if not depth:
+        return True
+    for above, line in reversed(lines[max(0, i - RAISES_LOOKBACK):i]):
+        if len(above) - len(above.lstrip()) < depth:
+            return line != "Raises:"
+    return True
+
+
+def _jest_title(lines: Lines, i: int) -> bool:
+    return lines[i][0].startswith("  ● ")
+
+
 def _annotated_error(lines: Lines, i: int) -> bool:
     return lines[i][0].lstrip().startswith("##[error]")
 
@@ -768,7 +787,9 @@ CONVENTIONS: tuple[Convention, ...] = (
                "`java.lang.X: msg`, node's `AssertionError [ERR_ASSERTION]: msg`; kept with the innermost "
                "project frame `File \"…\", line N, in f`; jest's `at f (file:line:col)` / vitest's `❯ file:line:col` "
                "(@vitest/runner, vitest `AssertionError: expected 1 to be 2`), Java's first frame outside the JDK and "
-               "the test frameworks", at=_exception_location),
+               "the test frameworks; not an entry of a Google-style docstring's `Raises:` section (source printed "
+               "by `sed`, `cat`: `    ValueError: If …` under `Raises:`, Google Python Style Guide 3.8.3)",
+               at=_exception_location, when=_not_raises_entry),
     Convention("go test message", _rx(r"^(?:\S+/)?[\w.-]+_test\.go:\d+:(?: |$)"),
                "Go testing package: t.Errorf/t.Fatalf print `file_test.go:LINE: msg` (pkg.go.dev/testing, decorate)",
                when=_go_test_message),
@@ -857,8 +878,9 @@ CONVENTIONS: tuple[Convention, ...] = (
                "plugin-commands-audit audit.ts reportSummary); npm audit's `7 vulnerabilities (4 moderate, 3 high)` "
                "(lib/utils/audit-error.js, npm-audit-report); its table above is the advisories", message=_audit_severity),
     Convention("jest failure", _rx(r"^● (?!(?:Validation|Deprecation) Warning)\S"),
-               "Jest: each failed test as `● Suite › test name` (jest-message-util formatResultsErrors, TITLE_BULLET)",
-               heading=True),
+               "Jest: each failed test as `  ● Suite › test name`, indented (jest-message-util formatResultsErrors, "
+               "TITLE_INDENT + TITLE_BULLET); a `● ` at the line's start is another CLI's status bullet",
+               heading=True, when=_jest_title),
     Convention("jest matcher", _rx(r"^expect(?:\(.*?\))?(?:\.(?:not|resolves|rejects))*\.\w+\(.*?\)(?: //.*)?$"),
                "Jest's matcher hint `expect(received).toBe(expected)` (jest-matcher-utils matcherHint), kept with "
                "the failing test's first project frame `at f (file:line:col)`", at=_js_frame, when=_jest_failure),
@@ -910,9 +932,12 @@ CONVENTIONS: tuple[Convention, ...] = (
                "first | non-fast-forward)` and, refused by the remote, `! [remote rejected] src -> dst (protected "
                "branch)` (transport.c print_ref_status / print_one_push_report; git-push(1) OUTPUT); the `error: "
                "failed to push some refs` under it says only that one failed"),
-    Convention("shell syntax", _rx(r"^(?:zsh|bash|sh|dash)(?::| -c:)(?: line)? ?\d+: (?:parse error|syntax error)\b"),
-               "the shell's own diagnostics: zsh `zsh:1: parse error near `|'` (zerr, `%s:%d: %s`), bash "
-               "`bash: line 1: syntax error near unexpected token` (print_offending_line / report_syntax_error)"),
+    Convention("shell syntax", _rx(r"^(?:/\S*/)?(?:zsh|bash|sh|dash)(?:: -c:|:| -c:)(?: line)? ?\d+: "
+                                   r"(?:parse error|syntax error|unexpected EOF while looking for matching)\b"),
+               "the shell's own diagnostics, the shell named as it was run (`/usr/bin/bash: -c: line 3:`): zsh `zsh:1: parse error "
+               "near `|'` (zerr, `%s:%d: %s`), bash `bash: line 1: syntax error near unexpected token` "
+               "(print_offending_line / report_syntax_error) and an unclosed quote, `unexpected EOF while looking "
+               "for matching `''` (parse.y parse_matched_pair)"),
     Convention("zsh glob", _rx(r"^(?:zsh|\(eval\))(?::\d+)?: (?:no matches found|bad pattern): \S"),
                "zsh's filename-generation errors, which stop the command before it runs: `zsh: no matches found: "
                "*.py` (NOMATCH) and `bad pattern: …` (Src/glob.c zerr), `(eval):1: …` where the command ran under "
@@ -1346,12 +1371,14 @@ def error_lines(output: str) -> list[str]:
     return [text for text, _ in error_findings(output)]
 
 
-def first_meaningful_line(output: str) -> str | None:
+def first_meaningful_line(output: str, command: str | None = None) -> str | None:
     """The line a failed run without a known error line is remembered by: not the harness's
-    envelope, and not JSON, which is a `--json` CLI's data on stdout (its diagnostic is prose)."""
+    envelope, not JSON, which is a `--json` CLI's data on stdout (its diagnostic is prose), and not
+    a label the `command` printed itself (`echo "=== status ==="`): that says where, not what failed."""
+    own = {a or b for a, b in ECHO_LITERAL_RE.findall(command or "")}
     for line in map(unwrap_line, output_lines(output)):
         if line and (not NOISE_LINE_RE.match(line) and not EXIT_CODE_RE.match(line) and not ABORTED_RE.match(line)
-                and not JSON_LINE_RE.match(line) and not BOX_RULE_RE.match(line)):
+                and not JSON_LINE_RE.match(line) and not BOX_RULE_RE.match(line) and line not in own):
             return cut_middle(line, ERROR_LINE_MAX_CHARS)
     return None
 
