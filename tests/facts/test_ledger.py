@@ -697,3 +697,19 @@ def test_a_failed_run_is_not_remembered_by_a_label_it_echoed():
     (action,) = [a for a in scan_actions(s.messages) if a.message_id == "e489b6e7-0b32-4e21-8ac7-2a7ded8876ba"]
     assert action.output == "=== any entire binary/config in user profile ==="
     assert (action.status, action.errors, action.exit_only) == ("failed", ["Exit code 1"], True)
+
+
+def test_paths_git_add_names_are_changed_files_not_edits():
+    # Nomos-N4s/nomos (record a9ff5991…): files patched by `python - <<'PY'` scripts, then named by
+    # `git add`; staging says they changed, not when, so it is no edit the work state dates runs by
+    s = claude_code.load(FIXTURES / "cc-nomos_763eeec5-648e-4d0e-9a0d-75867b918b75.jsonl")
+    ledger = extract_ledger(s.messages)
+    keys = ledger.file("tests/test_keys.py")
+    assert keys is not None and keys.actions == ["read", "staged"] and keys.changed and keys.rank == 0
+    frontier = ledger.file("book/appendix-f-data/verifier_frontier.json")  # only ever seen staged
+    assert frontier is not None and frontier.last_action == "staged" and frontier.rank == 1
+    assert shell_file_actions("git add -A src/a.py tests/b.py . && git commit -m 'x'", []) == [
+        ("src/a.py", "staged"), ("tests/b.py", "staged")]
+    from worker.facts.actions import Action
+    staging = Action(pos=0, message_id="m", call_message_id="m", tool="Bash", files=[("src/a.py", "staged")])
+    assert staging.changes == []

@@ -150,7 +150,8 @@ class Action:
 
     @property
     def changes(self) -> list[tuple[str, str]]:
-        return [(p, a) for p, a in self.files if a != "read"]
+        """The edits: a path `git add` named ("staged") was changed before, not by this run."""
+        return [(p, a) for p, a in self.files if a not in ("read", "staged")]
 
 
 def _call_files(name: str, args: dict[str, Any], cwds: list[str]) -> list[tuple[str, str]]:

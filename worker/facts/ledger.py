@@ -108,7 +108,7 @@ TEMP_DIR_RE = re.compile(r"^(?:/private)?(?:/var)?/tmp/|^(?:/private)?/var/folde
 @dataclass
 class FileFact:
     path: str
-    actions: list[str] = field(default_factory=list)  # read / created / modified / deleted, first-seen order
+    actions: list[str] = field(default_factory=list)  # read / created / modified / deleted / staged, first-seen order
     message_ids: list[str] = field(default_factory=list)
     last_action: str = ""  # the newest change ("deleted" means gone now), else "read"
     last_seq: int = 0
@@ -116,7 +116,7 @@ class FileFact:
 
     @property
     def changed(self) -> bool:
-        return any(a in ("created", "modified", "deleted") for a in self.actions)
+        return any(a in ("created", "modified", "deleted", "staged") for a in self.actions)
 
     @property
     def scratch(self) -> bool:
@@ -124,10 +124,11 @@ class FileFact:
 
     @property
     def rank(self) -> int:
-        """0: changed and still there, 1: changed then deleted, 2: only read (or scratch)."""
+        """0: changed and still there, 1: changed then deleted, or only ever seen staged (changed where the
+        session does not show: before it, or by another), 2: only read (or scratch)."""
         if not self.changed or self.scratch:
             return 2
-        return 1 if self.last_action == "deleted" else 0
+        return 1 if self.last_action in ("deleted", "staged") else 0
 
 
 # What differs between repeats of one log line: a `[stderr]` prefix, timestamps, a logger's pid.
@@ -524,7 +525,7 @@ def extract_ledger(messages: list[Message], previous: Ledger | None = None, *, c
             fact = files.setdefault(path, FileFact(path=path))
             if what not in fact.actions:
                 fact.actions.append(what)
-            if what != "read" or not fact.last_action:
+            if what not in ("read", "staged") or not fact.last_action:  # staging says it changed, not when
                 fact.last_action = what
             _add_id(fact.message_ids, action.call_message_id or mid)
             fact.last_seq = max(fact.last_seq, seq)

@@ -294,6 +294,10 @@ def shell_file_actions(command: str, cwds: list[str]) -> list[tuple[str, str]]:
             found += [(a, "deleted") for a in args if looks_like_path(a)]
         elif prog == "touch":
             found += [(a, "created") for a in args if looks_like_path(a)]
+        elif prog == "git" and args[:1] == ["add"]:
+            # git-add(1) stages "the current content found in the working tree": the paths it names
+            # were changed, however (a script, a formatter, a generator) the session changed them.
+            found += [(a, "staged") for a in args[1:] if looks_like_path(a)]
     return [(normalize_path(p, cwds), a) for p, a in found]
 
 

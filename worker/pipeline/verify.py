@@ -172,8 +172,9 @@ def done_evidence(ledger: Ledger, state: WorkState, changed_since: list[str] | N
     counted only while no error is open (a failing run says the edit may not be the whole fix)."""
     items = [f"{i.text} {' '.join(i.evidence)}" for i in state.done]
     created = [f.path for f in ledger.files if "created" in f.actions]
-    # A removed scratch file is cleanup, not a change the runs must come after.
-    changed = [f for f in ledger.changed_files() if f.last_action != "deleted"]
+    # A removed scratch file is cleanup, not a change the runs must come after; a path only seen
+    # staged was changed at a time the session does not show.
+    changed = [f for f in ledger.changed_files() if f.last_action not in ("deleted", "staged")]
     last_change = max((f.last_seq for f in changed), default=0)
     passed = [c.command for c in ledger.commands if c.status == "ok" and c.last_seq > last_change]
     settled = state.last_green is not None and not state.changed_since_green and not state.in_progress
