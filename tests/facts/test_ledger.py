@@ -27,6 +27,7 @@ from worker.facts.ledger import (
 )
 from worker.facts.output import error_lines, find_tallies
 from worker.facts.shell import (
+    commit_subject,
     looks_like_path,
     normalize_path,
     only_looks,
@@ -313,6 +314,17 @@ def test_a_quiet_heredoc_commit_in_a_long_script_is_named_by_git_log():
     assert [(c.sha, c.text) for c in ledger.commits] == [
         ("31297f4", "docs: STANDING ORDER - never commit to main, everything lands by PR, docs included"),
         (None, "probe: expected to be refused")]
+
+
+def test_a_commit_message_read_from_standard_input_names_the_commit():
+    """cc-nomos (tune half; Nomos-N4s/nomos, Apache-2.0): `git commit -q -F - <<'EOF'` takes its
+    message from the heredoc (git-commit(1) `-F -`), then `git log --oneline -1` names the commit.
+    Unnamed, the committed files were listed as not committed."""
+    s = claude_code.load(FIXTURES / "cc-nomos_763eeec5-648e-4d0e-9a0d-75867b918b75.jsonl")
+    commits = [(c.sha, c.text) for c in extract_ledger(s.messages).commits]
+    assert ("66d0b84", "fix(identity): reject duplicate genesis holders and enforce total_holders") in commits
+    assert commit_subject("git commit -F- <<EOF\nfix: subject\n\nbody\nEOF") == "fix: subject"
+    assert commit_subject("git commit -F notes.txt") is None  # a file's message is not in the command
 
 
 def test_pull_requests_gh_opened_and_merged():

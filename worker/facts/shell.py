@@ -444,6 +444,9 @@ def publishes(command: str) -> bool:
 # "$(cat <<'EOF'` / message / `EOF` / `)"` (its Bash tool prompt, "Committing changes with git"), and
 # other agents copy it: the subject is the body's first line.
 COMMIT_HEREDOC_RE = re.compile(r"""(?:-m|--message)[= ]?"\$\(cat\s*""" + HEREDOC_RE.pattern + r"\s*\n")
+# ... or reads it from standard input, a heredoc: `git commit -F - <<'EOF'` (git-commit(1) `-F <file>`:
+# "Use - to read the message from the standard input").
+COMMIT_STDIN_RE = re.compile(r"(?:-\w*F\s*|--file[= ])-(?=\s)[^\n]*?" + HEREDOC_RE.pattern + r"[^\n]*\n")
 
 
 def commit_subject(command: str) -> str | None:
@@ -451,7 +454,7 @@ def commit_subject(command: str) -> str | None:
         for i, tok in enumerate(tokens[:-1]):
             if tok in ("-m", "--message") and "commit" in tokens and "$(" not in tokens[i + 1]:
                 return tokens[i + 1].strip().split("\n")[0] or None
-    for m in COMMIT_HEREDOC_RE.finditer(command):
+    for m in [*COMMIT_HEREDOC_RE.finditer(command), *COMMIT_STDIN_RE.finditer(command)]:
         line_start = command.rfind("\n", 0, m.start()) + 1
         if GIT_COMMIT_CMD_RE.search(command[line_start:m.start()]):
             bodies = strip_heredocs(command[line_start:])[1]  # the commit line's heredoc comes first
