@@ -110,7 +110,7 @@ class FileFact:
     path: str
     actions: list[str] = field(default_factory=list)  # read / created / modified / deleted / staged, first-seen order
     message_ids: list[str] = field(default_factory=list)
-    last_action: str = ""  # the newest change ("deleted" means gone now), else "read"
+    last_action: str = ""  # the newest change ("deleted": gone now; "staged": only ever seen staged), else "read"
     last_seq: int = 0
     edits: list[str] = field(default_factory=list)  # "`old` → `new`", newest last
 
