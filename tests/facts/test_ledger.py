@@ -25,7 +25,7 @@ from worker.facts.ledger import (
     extract_ledger,
     is_chitchat,
 )
-from worker.facts.output import error_lines, find_tallies
+from worker.facts.output import error_lines, find_tallies, first_meaningful_line
 from worker.facts.shell import (
     commit_subject,
     looks_like_path,
@@ -709,6 +709,8 @@ def test_a_failed_run_is_not_remembered_by_a_label_it_echoed():
     (action,) = [a for a in scan_actions(s.messages) if a.message_id == "e489b6e7-0b32-4e21-8ac7-2a7ded8876ba"]
     assert action.output == "=== any entire binary/config in user profile ==="
     assert (action.status, action.errors, action.exit_only) == ("failed", ["Exit code 1"], True)
+    # an echoed message that is not a label is the script's own word on the failure, and stays
+    assert first_meaningful_line("tests failed", 'pytest || { echo "tests failed"; exit 1; }') == "tests failed"
 
 
 def test_paths_git_add_names_are_changed_files_not_edits():

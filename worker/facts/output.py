@@ -212,8 +212,10 @@ GO_TEST_START_RE = re.compile(r"^\s*=== (?:RUN|CONT|NAME) ")  # -v: the messages
 # that open with ` `, `-` or `+` (and `\ No newline at end of file`) until the next header.
 DIFF_HUNK_RE = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@")
 DIFF_LINE_MARKS = (" ", "\t", "-", "+", "\\")
-# What a script prints itself: the quoted literal of an `echo` (options `-e`/`-n` before it).
+# What a script prints itself: the quoted literal of an `echo` (options `-e`/`-n` before it); a
+# label among them opens with a rule of `=`, `-`, `#` or `*` (`=== status ===`, `--- logs ---`).
 ECHO_LITERAL_RE = re.compile(r"""\becho\s+(?:-[neE]+\s+)*(?:"([^"$`\\\n]*)"|'([^'\n]*)')""")
+ECHO_LABEL_RE = re.compile(r"^[=#*-]{2,}\s")
 RAISES_LOOKBACK = 20  # lines above an indented exception name searched for its docstring's `Raises:` heading
 TRACEBACK_START_RE = re.compile(r"^Traceback \(most recent call last\):")  # its frames are not errors
 # `AssertionError [ERR_ASSERTION]: ...` is node's: the code in brackets is part of the name, and
@@ -1374,8 +1376,9 @@ def error_lines(output: str) -> list[str]:
 def first_meaningful_line(output: str, command: str | None = None) -> str | None:
     """The line a failed run without a known error line is remembered by: not the harness's
     envelope, not JSON, which is a `--json` CLI's data on stdout (its diagnostic is prose), and not
-    a label the `command` printed itself (`echo "=== status ==="`): that says where, not what failed."""
-    own = {a or b for a, b in ECHO_LITERAL_RE.findall(command or "")}
+    a label the `command` printed itself (`echo "=== status ==="`): that says where, not what failed
+    (an echoed `tests failed` is the script's own word on it, and stays)."""
+    own = {a or b for a, b in ECHO_LITERAL_RE.findall(command or "") if ECHO_LABEL_RE.match(a or b)}
     for line in map(unwrap_line, output_lines(output)):
         if line and (not NOISE_LINE_RE.match(line) and not EXIT_CODE_RE.match(line) and not ABORTED_RE.match(line)
                 and not JSON_LINE_RE.match(line) and not BOX_RULE_RE.match(line) and line not in own):
