@@ -721,7 +721,7 @@ def test_paths_git_add_names_are_changed_files_not_edits():
     keys = ledger.file("tests/test_keys.py")
     assert keys is not None and keys.actions == ["read", "staged"] and keys.changed and keys.rank == 0
     frontier = ledger.file("book/appendix-f-data/verifier_frontier.json")  # only ever seen staged
-    assert frontier is not None and frontier.last_action == "staged" and frontier.rank == 1
+    assert frontier is not None and frontier.last_action == "staged" and frontier.rank == 2
     assert shell_file_actions("git add -A src/a.py tests/b.py . && git commit -m 'x'", []) == [
         ("src/a.py", "staged"), ("tests/b.py", "staged")]
     from worker.facts.actions import Action

@@ -124,11 +124,11 @@ class FileFact:
 
     @property
     def rank(self) -> int:
-        """0: changed and still there, 1: changed then deleted, or only ever seen staged (changed where the
-        session does not show: before it, or by another), 2: only read (or scratch)."""
-        if not self.changed or self.scratch:
+        """0: changed and still there, 1: changed then deleted, 2: only read, scratch, or only ever seen
+        staged (changed where the session does not show: before it, or by another)."""
+        if not self.changed or self.scratch or self.last_action == "staged":
             return 2
-        return 1 if self.last_action in ("deleted", "staged") else 0
+        return 1 if self.last_action == "deleted" else 0
 
 
 # What differs between repeats of one log line: a `[stderr]` prefix, timestamps, a logger's pid.

@@ -1191,11 +1191,6 @@ CONVENTIONS: tuple[Convention, ...] = (
 )
 
 
-def _bare(text: str) -> str:
-    """A kept line without the hk step it was printed under."""
-    return HK_STEP_PREFIX_RE.sub("", "  " + text).lstrip()
-
-
 def _lint_rule(text: str) -> str:
     for rx in LINT_RULE_RES:
         m = rx.search(text)
@@ -1301,7 +1296,7 @@ def split_error_findings(output: str) -> tuple[list[tuple[str, str | None]], lis
     kept = [(_task_prefix(r), _unprefixed(r)) for r in _without_step_prefix(logical_lines(output))]
     kept = [(prefix, raw) for prefix, raw in kept if raw.strip()]
     lines = [(raw, unwrap_line(raw)) for _, raw in kept]  # (indentation kept, unwrapped)
-    found: list[tuple[bool, str, str | None, str]] = []
+    found: list[tuple[bool, str, str | None, str, str]] = []  # (heading, line, at, row, what makes it the same)
     in_traceback = in_hunk = False
     for i, (raw, line) in enumerate(lines):
         if not line or SHELL_ENVELOPE_NONE_RE.match(line):
@@ -1327,19 +1322,22 @@ def split_error_findings(output: str) -> tuple[list[tuple[str, str | None]], lis
                 text = m.group(1) if m.groups() else quoted_line(raw, line)
                 said = rule.message(lines, i) if rule.message else None
                 text = f"{text} {said}" if said else text
-                prefix = kept[i][0]
-                text = prefix.lstrip() + text if rule.task_prefix or HK_STEP_PREFIX_RE.match(prefix) else text
-                found.append((rule.heading, text, rule.at(lines, i) if rule.at else None, rule.name))
+                prefix, hk = kept[i][0], HK_STEP_PREFIX_RE.match(kept[i][0])
+                same = text  # hk reprints a failed step's stderr, unprefixed, at its end: the same line
+                text = prefix.lstrip() + text if rule.task_prefix or hk else text
+                found.append((rule.heading, text, rule.at(lines, i) if rule.at else None, rule.name,
+                              same if hk else text))
                 break
     out: list[tuple[str, str | None]] = []
     further: list[tuple[str, str | None]] = []
     per_rule: dict[tuple[str | None, ...], int] = {}  # (lint row, rule) or (row, file, exception): its lines seen
     left_out: dict[str, int] = {}  # per lint row: the lines not kept
     tests_left_out = 0  # pytest summary lines past MAX_TESTS_PER_FAILURE of their (file, exception)
-    for _, text, at, name in sorted(found, key=lambda f: f[0]):  # stable: output order within each kind
-        text = cut_middle(text, ERROR_LINE_MAX_CHARS)
-        if any(_bare(text) == _bare(t) for t, _ in out):
-            continue  # the same line again: hk reprints a failed step's stderr, unprefixed, at its end
+    shown: set[str] = set()  # the lines kept, each once
+    for _, text, at, name, same in sorted(found, key=lambda f: f[0]):  # stable: output order within each kind
+        text, same = cut_middle(text, ERROR_LINE_MAX_CHARS), cut_middle(same, ERROR_LINE_MAX_CHARS)
+        if same in shown:
+            continue
         if name in LINT_ROWS:
             rule = (name, _lint_rule(text))
             per_rule[rule] = per_rule.get(rule, 0) + 1
@@ -1355,6 +1353,7 @@ def split_error_findings(output: str) -> tuple[list[tuple[str, str | None]], lis
                 continue
         if len(out) < MAX_ERROR_LINES_PER_RESULT:
             out.append((text, at and cut_middle(at, ERROR_LINE_MAX_CHARS)))
+            shown.add(same)
         elif len(further) < MAX_FURTHER_ERROR_LINES and all(text != t for t, _ in further):
             further.append((text, at and cut_middle(at, ERROR_LINE_MAX_CHARS)))
     out += [(LINT_MORE.format(n=n, rule=name), None) for name, n in left_out.items()]

@@ -380,8 +380,7 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
 
     files = [Bullet(f"{code(f.path)} — {', '.join(t.get(a, a) for a in f.actions)}{where(f.message_ids[-2:])}",
                     subs=[] if dense else [cut_middle(e, EDIT_SNIPPET_MAX_CHARS) for e in f.edits],
-                    # a path only ever seen staged ranks with the reads (tune, no model: 8k 813 -> 810 as a change)
-                    rank=RANK_DETAIL if f.rank == 2 or f.last_action == "staged" else RANK_CHANGED,
+                    rank=RANK_DETAIL if f.rank == 2 else RANK_CHANGED,
                     sub_ranks=None if dense else [RANK_DETAIL] * len(f.edits), path=f.path if dense else None)
              for f in ledger.files]
     users, omitted = ledger.user_instructions, ledger.user_instructions_omitted
