@@ -23,8 +23,11 @@ from worker.formats import load
 from worker.pipeline.checkpoint import (
     EDIT_SNIPPET_MAX_CHARS,
     FIRST_PER_RANK,
+    FIRST_RANKS,
     LISTED_COMMAND_MAX_CHARS,
+    RANK_CHANGED,
     RANK_DETAIL,
+    RANK_OPEN_ERROR,
     Block,
     Bullet,
     Section,
@@ -183,10 +186,11 @@ def test_runs_that_set_up_the_environment_outlast_newer_runs():
 
 def test_past_the_first_few_of_a_rank_the_shorter_go_first():
     """Among runs of one rank, a long script kept past the first few would cost several short
-    commands: the shorter are kept first (more facts); the first few stay the newest."""
+    commands: the shorter are kept first (more facts); the first few of a rank that has seats
+    (runs that set the work up or published it rank with the changes) stay the newest."""
     runs = [f"`make target{i}`" if i % 2 else f"`./scripts/release.sh --channel beta --notes {'x' * 120} {i}`"
             for i in range(12)]
-    sections = {"Critical Context": Section(blocks=[Block([Bullet("Commands:", subs=runs, rank=RANK_DETAIL,
+    sections = {"Critical Context": Section(blocks=[Block([Bullet("Commands:", subs=runs, rank=RANK_CHANGED,
                                                                   group=True)])])}
     whole = count(render_summary(sections, "en"))
     _, text, _ = fit_sections(sections, "en", whole - 60, count)
@@ -194,6 +198,26 @@ def test_past_the_first_few_of_a_rank_the_shorter_go_first():
     later = runs[FIRST_PER_RANK:]
     assert all(r in text for r in later if r.startswith("`make"))
     assert [r for r in later if r not in text] and all(r.startswith("`./scripts") for r in later if r not in text)
+
+
+def test_reads_get_no_seats_before_a_fifth_open_error():
+    """The first few of each rank go in first only for the ranks that state the work: four
+    reads (or four old tallies) do not go in before a fifth unresolved error."""
+    errors = [f"`AssertionError: expected {i} rows, got {i + 1}`" for i in range(3 * FIRST_PER_RANK)]
+    reads = [f"`services/billing/src/main/java/com/example/billing/ledger/Module{i}Reader.java` — read"
+             for i in range(FIRST_PER_RANK)]
+    assert RANK_OPEN_ERROR < FIRST_RANKS <= RANK_DETAIL
+
+    def critical(*groups: Bullet) -> dict[str, Section]:
+        return {"Critical Context": Section(blocks=[Block(list(groups))])}
+    failing = Bullet("Unresolved errors:", subs=errors, rank=RANK_OPEN_ERROR, group=True)
+    sections = critical(failing, Bullet("Reads:", subs=reads, rank=RANK_DETAIL, group=True))
+    # Room for the errors and the left-out note, not for every read as well.
+    limit = count(render_summary(critical(failing), "en")) + 72
+    _, text, n = fit_sections(sections, "en", limit, count)
+    assert n <= limit
+    assert all(e in text for e in errors)
+    assert [r for r in reads if r not in text]
 
 
 def test_a_choice_just_over_its_limit_is_taken_back_by_a_real_step(pi):

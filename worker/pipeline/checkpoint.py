@@ -121,9 +121,15 @@ RANK_DONE = 5  # finished work, runs that changed something (an install, a versi
 RANK_DETAIL = 7  # reads, older runs and tallies, edit snippets, the branch list
 RANK_SPARE = 8  # a long failing run's further error lines: only where every other fact left room
 RANK_REST = 9  # the rest of a quote past its opening (an agent's long report): in what is left at the very end
-# The first few items of every rank go in before the rest of any rank: a flood of one kind (a log
-# error repeated forty times, a long list of reads) must not starve the user's rules or the files.
+# The first few items of each rank that states the work (open errors, the user's rules, open work,
+# changes and fixed errors) go in before the rest of any rank: a flood of one kind (a log error
+# repeated forty times) must not starve the user's rules or the files.
 FIRST_PER_RANK = 4
+# Runs and details (the last runs, finished runs, reads, older tallies) get no such seats: they go
+# by rank, then size. Seats for every rank let four reads and four old tallies in before a fifth
+# open error (tune half, no model: 808 / 1,105 / 1,163 -> 830 / 1,108 / 1,163; seats below
+# RANK_DONE 824, below RANK_DETAIL 813, none at all 824).
+FIRST_RANKS = RANK_LAST_RUN
 FIT_ROUNDS = 6  # re-fits when the token estimate of the kept items was short, or left slack
 FIT_MARGIN = 0.95  # fill only this share of the room the estimate sees: markers and rounding
 TOP_UP_SLACK = 0.01  # a fit that leaves more of its limit than this unused gets another round (tune: 8k 132 -> 140)
@@ -682,12 +688,12 @@ REST = -1  # a unit key's last part for the rest of a bullet's quote (`Bullet.mo
 
 
 def _fill_order(u: _Unit) -> tuple[int, int, int, int, int]:
-    """The first FIRST_PER_RANK of each rank by position (the newest, the most relevant), then
-    by rank; within a rank past those, the shorter first: a budget keeps more facts (issue 22,
-    facts per 1k tokens). Tune, no model: 672 / 911 / 938 -> 681 / 913 / 940; by position in
-    buckets of 100 or 50 chars, 674 / 908 / 939 and 675 / 912 / 939."""
+    """The first FIRST_PER_RANK of each rank below FIRST_RANKS by position (the newest, the most
+    relevant), then by rank; within a rank past those, the shorter first: a budget keeps more
+    facts (issue 22, facts per 1k tokens). Tune, no model: 672 / 911 / 938 -> 681 / 913 / 940; by
+    position in buckets of 100 or 50 chars, 674 / 908 / 939 and 675 / 912 / 939."""
     rank, pos, section = u.order
-    first = pos < FIRST_PER_RANK
+    first = pos < FIRST_PER_RANK and rank < FIRST_RANKS
     return (not first, rank, pos if first else u.chars, pos, section)
 
 
