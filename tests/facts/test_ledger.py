@@ -727,3 +727,24 @@ def test_paths_git_add_names_are_changed_files_not_edits():
     from worker.facts.actions import Action
     staging = Action(pos=0, message_id="m", call_message_id="m", tool="Bash", files=[("src/a.py", "staged")])
     assert staging.changes == []
+
+
+def test_a_poll_of_a_running_codex_command_is_that_run():
+    """Codex's unified exec: `gh pr checks --watch` outlives its yield and answers `Process running
+    with session ID N`; each `write_stdin {"session_id": N}` that polls it is the same run, with
+    no outcome until one says `Process exited with code N` (codex-desktop-mise, tests/fixtures)."""
+    from worker.facts.actions import scan_actions
+    from worker.formats import load
+
+    session = load(FIXTURES / "codex-desktop-mise_019f2387-40a7-7151-a232-8ebb871f52ba.jsonl")
+    actions = scan_actions(session.messages)
+    assert not [a for a in actions if a.tool == "write_stdin" and not a.command]  # every poll found its run
+    watch = [a for a in actions if a.command == "gh pr checks 10722 --watch --interval 20"]
+    assert len(watch) > 10
+    still_running = [a for a in watch if a.exit_code is None]
+    assert still_running and {a.status for a in still_running} == {"unknown"}
+    assert {a.status for a in watch if a.exit_code == 0} == {"ok"}
+    assert [a for a in watch if a.exit_code == 1 and a.status == "failed"]
+    # A watch stopped with `\u0003` (exit 130) says no error: neither passed nor failed.
+    stopped = [a for a in actions if a.exit_code == 130]
+    assert stopped and all(a.status == "unknown" and not a.errors for a in stopped)

@@ -87,6 +87,13 @@ EDITOR_READ_COMMANDS = {"view"}
 INTERRUPTED_EXIT = 130
 # Programs whose exit status 1 means "no match / differs", not failure.
 EXIT_1_OK_PROGRAMS = {"grep", "egrep", "fgrep", "rg", "ag", "diff", "cmp", "test", "["}
+# Codex's unified exec (codex-rs core/src/unified_exec): an `exec_command` still running when its
+# `yield_time_ms` ends answers `Process running with session ID N`; `write_stdin {"session_id": N}`
+# then polls it (or types into it: `\u0003` stops it) and gets its later output, at the end
+# `Process exited with code N`. Every poll is that one run: it takes the command's name, and the
+# run has no outcome while it is still running.
+SESSION_RUNNING_RE = re.compile(r"^Process running with session ID (\d+)\s*$", re.MULTILINE)
+STDIN_TOOLS = {"write_stdin"}
 # A shell command that only prints source or documentation files (`sed -n '1,240p' SKILL.md`,
 # `cat src/x.ts | head`) shows their content, as a read tool does: an error line in it (a README's
 # example, a test's expected output) is not what the run printed. A log (`.log`, `.output`,
@@ -229,8 +236,8 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
         or any(f for _, f in action.tallies)
         or (bool(action.errors) and action.exit_code is None)
     )
-    stopped = (failed and not action.errors and action.exit_code == INTERRUPTED_EXIT
-               and first_meaningful_line(output) is None)  # stopped, with nothing said: neither passed nor failed
+    # stopped, with no error said (a watch's status lines): neither passed nor failed
+    stopped = failed and not action.errors and action.exit_code == INTERRUPTED_EXIT
     failed = failed and not stopped
     action.status = "unknown" if stopped else "failed" if failed else "ok"
     if failed and only_summaries(action.errors):
@@ -294,8 +301,13 @@ def _edit_pair(args: dict) -> tuple[str, str] | None:
 NESTED_CALLS = "nested_calls"
 
 
-def _call_action(name: str, args: dict[str, Any], pos: int, message_id: str, cwds: list[str]) -> Action:
+def _call_action(name: str, args: dict[str, Any], pos: int, message_id: str, cwds: list[str],
+                 running: dict[str, Action] | None = None) -> Action:
     """One tool call as an Action without its result yet: command, files, edit, run key."""
+    started = (running or {}).get(str(args.get("session_id"))) if name.lower() in STDIN_TOOLS else None
+    if started is not None:  # a poll of a run still going (SESSION_RUNNING_RE): the same run, its files named once
+        return Action(pos=pos, message_id=message_id, call_message_id=message_id, tool=started.tool,
+                      script=started.script, source=started.source)
     command = shell_command(args) if name.lower() in SHELL_TOOLS else None
     action = Action(pos=pos, message_id=message_id, call_message_id=message_id, tool=name, script=command)
     action.files = _call_files(name, args, cwds)
@@ -311,6 +323,7 @@ def scan_actions(messages: list[Message], cwd: str | None = None) -> list[Action
     """Every tool call (with its result) as an Action, in the order outcomes were seen."""
     cwds = [cwd] if cwd else []
     pending: dict[str, Action] = {}
+    running: dict[str, Action] = {}  # unified exec session id -> the run that started it
     actions: list[Action] = []
     user_shell: Action | None = None  # a `!cmd` whose output comes in a later message
     for pos, msg in enumerate(messages):
@@ -325,8 +338,8 @@ def scan_actions(messages: list[Message], cwd: str | None = None) -> list[Action
         for part in msg.tool_calls:
             inner = nested.get(part.id) if isinstance(nested, dict) else None
             calls = [(str(c.get("name") or ""), c.get("arguments")) for c in inner if isinstance(c, dict)] if inner else []
-            made = [_call_action(name, args if isinstance(args, dict) else {}, pos, msg.id, cwds)
-                    for name, args in calls] or [_call_action(part.name, part.argument_dict(), pos, msg.id, cwds)]
+            made = [_call_action(name, args if isinstance(args, dict) else {}, pos, msg.id, cwds, running)
+                    for name, args in calls] or [_call_action(part.name, part.argument_dict(), pos, msg.id, cwds, running)]
             # A script's tools share its one result: the last one it ran takes it (its outcome
             # and errors), the earlier ones keep their command and files with no status.
             pending[part.id] = made[-1]
@@ -343,6 +356,11 @@ def scan_actions(messages: list[Message], cwd: str | None = None) -> list[Action
                 actions.append(action)
             action.pos, action.message_id = pos, msg.id
             _analyze_result(action, output, res.is_error, cwds)
+            session = SESSION_RUNNING_RE.search(output)
+            if session and action.script:
+                running[session.group(1)] = action
+                if action.status == "ok" and action.exit_code is None:
+                    action.status = "unknown"  # still running: no outcome yet
     actions.sort(key=lambda a: a.pos)  # stable: calls without results keep their place
     return actions
 
