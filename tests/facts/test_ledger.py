@@ -10,6 +10,7 @@ import pytest
 
 import worker.facts.ledger as ledger_module
 from tests.fakes import Builder, swe_messages
+from worker.facts.actions import Action, scan_actions
 from worker.facts.ledger import (
     MAX_COMMANDS,
     MAX_FILES,
@@ -36,7 +37,7 @@ from worker.facts.shell import (
     sets_up,
     shell_file_actions,
 )
-from worker.formats import claude_code
+from worker.formats import claude_code, load
 from worker.pipeline.checkpoint import ledger_sections, render_summary
 
 
@@ -679,7 +680,6 @@ def test_pi_trace_ts2739_survives_as_carried_fact():
 def test_a_long_failing_runs_further_error_lines_are_carried_and_shown_only_where_room_is_left():
     # cc-spotter (tune half), line 1327 ff.: `mix test` with more failing tests than a result's first
     # MAX_ERROR_LINES_PER_RESULT lines; the rest are carried as `further` facts.
-    from worker.facts.actions import scan_actions
     from worker.facts.output import MAX_ERROR_LINES_PER_RESULT
     from worker.facts.workstate import derive_work_state
     from worker.pipeline.checkpoint import RANK_SPARE
@@ -704,7 +704,6 @@ def test_a_long_failing_runs_further_error_lines_are_carried_and_shown_only_wher
 def test_a_failed_run_is_not_remembered_by_a_label_it_echoed():
     # Nomos-N4s/nomos: `echo "=== any entire binary/config in user profile ===" && ls … | grep …`
     # printed its label, then grep found nothing (exit 1): the run is remembered by its exit status
-    from worker.facts.actions import scan_actions
     s = claude_code.load(FIXTURES / "cc-nomos_763eeec5-648e-4d0e-9a0d-75867b918b75.jsonl")
     (action,) = [a for a in scan_actions(s.messages) if a.message_id == "e489b6e7-0b32-4e21-8ac7-2a7ded8876ba"]
     assert action.output == "=== any entire binary/config in user profile ==="
@@ -724,7 +723,6 @@ def test_paths_git_add_names_are_changed_files_not_edits():
     assert frontier is not None and frontier.last_action == "staged" and frontier.rank == 2
     assert shell_file_actions("git add -A src/a.py tests/b.py . && git commit -m 'x'", []) == [
         ("src/a.py", "staged"), ("tests/b.py", "staged")]
-    from worker.facts.actions import Action
     staging = Action(pos=0, message_id="m", call_message_id="m", tool="Bash", files=[("src/a.py", "staged")])
     assert staging.changes == []
 
@@ -733,9 +731,6 @@ def test_a_poll_of_a_running_codex_command_is_that_run():
     """Codex's unified exec: `gh pr checks --watch` outlives its yield and answers `Process running
     with session ID N`; each `write_stdin {"session_id": N}` that polls it is the same run, with
     no outcome until one says `Process exited with code N` (codex-desktop-mise, tests/fixtures)."""
-    from worker.facts.actions import scan_actions
-    from worker.formats import load
-
     session = load(FIXTURES / "codex-desktop-mise_019f2387-40a7-7151-a232-8ebb871f52ba.jsonl")
     actions = scan_actions(session.messages)
     assert not [a for a in actions if a.tool == "write_stdin" and not a.command]  # every poll found its run

@@ -140,6 +140,7 @@ class Action:
     # A `git commit` that failed and made no commit: a hook or GPG signing refused it, so the work
     # it was to record is not recorded ("nothing to commit" refuses nothing: it was recorded already).
     commit_refused: bool = False
+    session_id: str | None = None  # a unified exec run still going: its id for the polls (SESSION_RUNNING_RE)
 
     @cached_property
     def command(self) -> str | None:
@@ -239,7 +240,10 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
     # stopped, with no error said (a watch's status lines): neither passed nor failed
     stopped = failed and not action.errors and action.exit_code == INTERRUPTED_EXIT
     failed = failed and not stopped
-    action.status = "unknown" if stopped else "failed" if failed else "ok"
+    session = SESSION_RUNNING_RE.search(output) if action.script and action.exit_code is None else None
+    action.session_id = session.group(1) if session else None
+    # still running (`Process running with session ID N`) and no error yet: no outcome
+    action.status = "unknown" if stopped or (session and not failed) else "failed" if failed else "ok"
     if failed and only_summaries(action.errors):
         # `[lint:gomod] ERROR task failed` names the task that failed; a script's own message
         # (`go module files modified, …`) follows no convention, so its first line says why.
@@ -302,9 +306,10 @@ NESTED_CALLS = "nested_calls"
 
 
 def _call_action(name: str, args: dict[str, Any], pos: int, message_id: str, cwds: list[str],
-                 running: dict[str, Action] | None = None) -> Action:
-    """One tool call as an Action without its result yet: command, files, edit, run key."""
-    started = (running or {}).get(str(args.get("session_id"))) if name.lower() in STDIN_TOOLS else None
+                 running: dict[str, Action]) -> Action:
+    """One tool call as an Action without its result yet: command, files, edit, run key. `running`:
+    the unified exec runs still going, by session id."""
+    started = running.get(str(args.get("session_id"))) if name.lower() in STDIN_TOOLS else None
     if started is not None:  # a poll of a run still going (SESSION_RUNNING_RE): the same run, its files named once
         return Action(pos=pos, message_id=message_id, call_message_id=message_id, tool=started.tool,
                       script=started.script, source=started.source)
@@ -356,11 +361,8 @@ def scan_actions(messages: list[Message], cwd: str | None = None) -> list[Action
                 actions.append(action)
             action.pos, action.message_id = pos, msg.id
             _analyze_result(action, output, res.is_error, cwds)
-            session = SESSION_RUNNING_RE.search(output)
-            if session and action.script:
-                running[session.group(1)] = action
-                if action.status == "ok" and action.exit_code is None:
-                    action.status = "unknown"  # still running: no outcome yet
+            if action.session_id:
+                running[action.session_id] = action
     actions.sort(key=lambda a: a.pos)  # stable: calls without results keep their place
     return actions
 
