@@ -415,6 +415,34 @@ def test_a_cancelled_parallel_call_is_no_error_and_no_outcome():
     assert ledger.file("/repo/a.md") is None  # it was never read
 
 
+def test_a_call_pi_skipped_for_a_queued_message_is_no_error_and_no_outcome():
+    # preloopdev/preloop (MIT), an oh-my-pi session in pi's format: the user queued a message, so the
+    # batch's next call never ran (its text in pi-mono's agent-loop.ts is the first sentence alone).
+    from tests.fakes import SessionBuilder
+    from worker.facts.ledger import extract_ledger
+
+    show = "git show e901fa0 --stat"
+    for skipped in (read("pi_skipped_queued_message.txt"), "Skipped due to queued user message."):
+        b = SessionBuilder()
+        b.user("why did the evaluator change?")
+        b.bash(show, skipped, is_error=True)
+        ledger = extract_ledger(b.messages)
+        assert ledger.errors == []
+        assert next(c for c in ledger.commands if c.command == show).status == "unknown"
+
+
+def test_pi_bash_placeholder_for_no_output_is_not_the_error():
+    # preloopdev/preloop (MIT): pi's bash tool writes `(no output)` where the command printed
+    # nothing; the failed run is then known by its exit status, not by the placeholder.
+    from tests.fakes import SessionBuilder
+    from worker.facts.ledger import extract_ledger
+
+    b = SessionBuilder()
+    b.user("is the tree clean?")
+    b.bash("git status --short | grep -v '^??' && git diff --stat", read("pi_bash_no_output_exit_1.txt"), is_error=True)
+    assert [e.text for e in extract_ledger(b.messages).errors] == ["Command exited with code 1"]
+
+
 def test_escaped_output_is_read_as_the_lines_it_encodes():
     # codex-desktop-entiresem_019f8eab (tune half; entireio/entire-sem, MIT), lines 73, 267, 667.
     # Codex's own failure report quotes the error with Rust's {:?}: the rejection is its first line,

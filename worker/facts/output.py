@@ -125,10 +125,13 @@ CODEX_ENVELOPE = (r"Chunk ID: \w+$|Wall time:? [\d.]+ seconds$|Script completed$
 # was manually backgrounded by user with ID: …`; its tool_result builder, 2.1.197): the harness's
 # notice, as Codex's `Process running with session ID`, not the command's output.
 CLAUDE_CODE_ENVELOPE = r"Command (?:running in background|was manually backgrounded by user) with ID: \S+?\. "
+# pi's bash tool answers a command that printed nothing with `(no output)`, then its exit status
+# (pi-mono packages/coding-agent/src/core/tools/bash.ts, `truncation.content || "(no output)"`).
+EMPTY_OUTPUT = r"\(no output\)$"
 NOISE_LINE_RE = re.compile(
     r"^(?:>|\$ |bash-\$|\(Open file: |\(Current directory: |Debugger attached\.|Waiting for the debugger"
     r"|For help, see: |\(Use `node --trace-warnings|Your command ran successfully|" + SHELL_ENVELOPE_NONE
-    + "|" + CODEX_ENVELOPE + "|" + CLAUDE_CODE_ENVELOPE + "|" + PROGRESS + ")")
+    + "|" + CODEX_ENVELOPE + "|" + CLAUDE_CODE_ENVELOPE + "|" + EMPTY_OUTPUT + "|" + PROGRESS + ")")
 # Exit status as agents print it: Claude Code `Exit code 1`, pi `Command exited with code 1`,
 # Codex `Exit code: 1` / `Process exited with code 1`, Gemini CLI and Qwen Code `Exit Code: 1`,
 # plain `exit status 1`.
@@ -139,13 +142,20 @@ JSON_LINE_RE = re.compile(r'^(?:[\[\]{},]+|"[^"]*"\s*:.*|"(?:[^"\\]|\\.)*",?)$')
 BOX_RULE_RE = re.compile(r"^[\u2500-\u257f\s]+$")  # a table's border drawn in box-drawing characters
 EXIT_CODE_JSON_RE = re.compile(r'"exit_code"\s*:\s*(-?\d+)')  # Codex function_call_output JSON
 ABORTED_RE = re.compile(r"^\s*Command (?:aborted|timed out)\b", re.MULTILINE)
-# SWE-agent shell footer and "no output" notice: not part of the command's real output.
 # A call the harness cancelled, so it never ran: Claude Code's StreamingToolExecutor answers the
 # batch-mates of a failed parallel call with `Cancelled: parallel tool call Bash(…) errored`
 # (older: `Sibling tool call errored`), and a discarded streaming attempt with `Streaming
 # fallback - tool execution discarded`. Not an error of the work: its sibling's error is.
+# pi skips the calls left in a batch once the user queued a message (steering), each answered with
+# an error result `Skipped due to queued user message.` (pi-mono packages/agent/src/agent-loop.ts,
+# skipToolCall, 0.25.1); oh-my-pi, writing the same session format, adds `Do not count this skipped
+# result as completed work or verification. …` and names other interrupts (its agent-loop.ts,
+# createSkippedToolResult). The call never ran: the user's message is what happened.
 CANCELLED_CALL_RE = re.compile(r"^(?:Sibling tool call errored|Cancelled: parallel tool call .* errored"
-                               r"|Streaming fallback - tool execution discarded)$")
+                               r"|Streaming fallback - tool execution discarded"
+                               r"|Skipped due to (?:queued user message|steering message|pending system advisory"
+                               r"|pending peer interrupt)\.(?: Do not count this skipped result as completed work\b.*)?)$")
+# SWE-agent shell footer and "no output" notice: not part of the command's real output.
 # SWE-agent 1.x's function-calling observations open with its `next_step_template`'s
 # `OBSERVATION:` line (config/default.yaml `next_step_template: "OBSERVATION:\n{{observation}}"`).
 SWE_FOOTER_RE = re.compile(r"^\((?:Open file|Current directory): .*\)$|^bash-\$$|^OBSERVATION:$")
