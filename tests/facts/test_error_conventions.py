@@ -443,6 +443,21 @@ def test_pi_bash_placeholder_for_no_output_is_not_the_error():
     assert [e.text for e in extract_ledger(b.messages).errors] == ["Command exited with code 1"]
 
 
+def test_a_web_search_that_finds_error_text_did_not_fail():
+    # jdx/hk (MIT), a Codex Desktop session: code mode's `tools.web__run` search returned the
+    # execve(2) man page, whose `E2BIG` and `EACCES` lines are what the page says, not the tool failing.
+    from tests.fakes import SessionBuilder
+    from worker.facts.ledger import extract_ledger
+
+    b = SessionBuilder()
+    b.user("how long may one argv string be?")
+    b.call("web__run", {"search_query": [{"q": "site:man7.org linux execve E2BIG MAX_ARG_STRLEN"}]},
+           read("codex_web_run_search.txt"))
+    ledger = extract_ledger(b.messages)
+    assert ledger.errors == []
+    assert not any(c.status == "failed" for c in ledger.commands)
+
+
 def test_escaped_output_is_read_as_the_lines_it_encodes():
     # codex-desktop-entiresem_019f8eab (tune half; entireio/entire-sem, MIT), lines 73, 267, 667.
     # Codex's own failure report quotes the error with Rust's {:?}: the rejection is its first line,

@@ -73,6 +73,11 @@ EDIT_TOOLS = {"edit", "multiedit", "edit_file", "str_replace", "insert", "replac
               "replace_in_file", "search_replace"}
 EDITOR_TOOLS = {"str_replace_editor", "str_replace_based_edit_tool", "text_editor"}  # `command` arg
 PATCH_TOOLS = {"apply_patch", "patch", "applypatch"}
+# A web tool's result is a page or search results, as a read's is a file: an `E2BIG` or `Error:` in a
+# man page it found is not the tool failing. Claude Code WebFetch / WebSearch, opencode webfetch /
+# websearch, Gemini CLI web_fetch / google_web_search, Qwen Code web_fetch / web_search, Codex code
+# mode's `tools.web__run` (the `web.run` tool: search_query, open, find).
+WEB_TOOLS = {"webfetch", "websearch", "web_fetch", "web_search", "google_web_search", "web__run"}
 SHELL_TOOLS = {"bash", "shell", "shell_command", "execute", "execute_command", "run_command", "exec_command", "terminal",
                "local_shell", "run_terminal_cmd", "run_shell_command", "container.exec", "cmd"}
 PATH_KEYS = ("file_path", "path", "filename", "file", "target_file", "notebook_path", "filepath",
@@ -208,18 +213,19 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
     action.is_error = is_error
     lname = action.tool.lower()
     file_tool = lname in READ_TOOLS | WRITE_TOOLS | EDIT_TOOLS | EDITOR_TOOLS | PATCH_TOOLS
-    action.exit_code = exit_code_of(output) if not file_tool else None
+    fetched = file_tool or lname in WEB_TOOLS  # its result is a file's or a page's content, not a program's output
+    action.exit_code = exit_code_of(output) if not fetched else None
     if file_tool and not is_error:  # a refusal is the result's first line; file content is not scanned
         first = next((line for line in output.splitlines() if line.strip()), "")
         is_error = bool(AGENT_TOOL_ERROR_RE.match(unwrap_line(first)))
     if action.exit_code == 1 and action.command and last_program(action.command) in EXIT_1_OK_PROGRAMS:
         action.exit_code = 0  # `grep` found nothing: an answer, not an error
         is_error = False
-    # A file tool prints file content: scan it for errors only when the tool itself failed.
-    content = file_tool or (not is_error and action.exit_code in (None, 0) and _prints_content(action))
+    # A file or web tool prints content: scan it for errors only when the tool itself failed.
+    content = fetched or (not is_error and action.exit_code in (None, 0) and _prints_content(action))
     if not content or is_error:
         _set_errors(action, *split_error_findings(output))
-    elif not file_tool:  # the printer's own complaint (`cat: x: No such file or directory`, a pipe hid its status)
+    elif not fetched:  # the printer's own complaint (`cat: x: No such file or directory`, a pipe hid its status)
         _set_errors(action, [f for f in error_findings(output) if f[0].split(": ", 1)[0] in PRINTERS])
     action.tallies = find_tallies(output) if not content else []
     action.test_ids = failing_test_ids(output) if not content else []
