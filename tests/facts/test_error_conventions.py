@@ -458,6 +458,14 @@ def test_a_web_search_that_finds_error_text_did_not_fail():
     assert not any(c.status == "failed" for c in ledger.commands)
 
 
+def test_a_tap_not_ok_line_is_the_failed_test():
+    # jdx/hk (MIT): bats under a mise task, polled by Codex's write_stdin. TAP's `not ok 6 …` names
+    # the failed test; the plan line `1..7` and the `#` diagnostics under it are not the error.
+    assert error_lines(read("bats_tap_not_ok_mise.txt")) == [
+        "not ok 6 check_list_files with non-zero exit should be an error"]
+    assert error_lines("not ok 3 - parses dates # TODO not yet") == []  # a TODO test is expected to fail
+
+
 def test_escaped_output_is_read_as_the_lines_it_encodes():
     # codex-desktop-entiresem_019f8eab (tune half; entireio/entire-sem, MIT), lines 73, 267, 667.
     # Codex's own failure report quotes the error with Rust's {:?}: the rejection is its first line,

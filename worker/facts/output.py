@@ -1004,6 +1004,10 @@ CONVENTIONS: tuple[Convention, ...] = (
                "GNU make: `make: *** [Makefile:4: main] Error 1`, `make: *** No rule to make target 'x'.  Stop.` "
                "(src/job.c `%s[%s: %s] Error %d%s%s` after `*** `, src/remake.c): which target failed",
                summary=True),
+    Convention("tap failure", _rx(r"^not ok(?: \d+)?(?: -)? (?!.*# (?:TODO|todo)\b)\S"),
+               "a TAP producer's failed test, `not ok 6 check_list_files with non-zero exit` (bats-core, node --test's "
+               "TAP reporter, prove): the Test Anything Protocol's test line, `not ok <number> - <description>`, "
+               "where a `# TODO` test was expected to fail (testanything.org, TAP version 13/14 specification)"),
     Convention("bats count", _rx(r"^# bats warning: Executed \d+ instead of expected \d+ tests$"),
                "bats-core's test-count check: `# bats warning: Executed 0 instead of expected 20 tests`, then exit 1 "
                "(libexec/bats-core/bats, bats_test_count_validator): tests that never ran (a setup_file that failed, "
