@@ -453,6 +453,8 @@ def test_a_web_search_that_finds_error_text_did_not_fail():
     b.user("how long may one argv string be?")
     b.call("web__run", {"search_query": [{"q": "site:man7.org linux execve E2BIG MAX_ARG_STRLEN"}]},
            read("codex_web_run_search.txt"))
+    # a page that documents a harness's timeout notice is not that notice
+    b.call("WebFetch", {"url": "https://example.com/faq"}, "## Troubleshooting\nCommand timed out after 120000 ms\n")
     ledger = extract_ledger(b.messages)
     assert ledger.errors == []
     assert not any(c.status == "failed" for c in ledger.commands)

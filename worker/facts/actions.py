@@ -239,7 +239,7 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
     failed = (
         is_error
         or (action.exit_code is not None and action.exit_code != 0)
-        or (not file_tool and bool(ABORTED_RE.search(output)))
+        or (not fetched and bool(ABORTED_RE.search(output)))
         or any(f for _, f in action.tallies)
         or (bool(action.errors) and action.exit_code is None)
     )
