@@ -12,6 +12,9 @@ import re
 import textwrap
 from pathlib import Path
 
+from tests.fakes import SessionBuilder
+from worker.facts.actions import scan_actions
+from worker.facts.ledger import extract_ledger
 from worker.facts.output import (
     CONVENTIONS,
     LINT_MORE,
@@ -25,6 +28,8 @@ from worker.facts.output import (
     only_summaries,
     output_excerpt,
 )
+from worker.formats import codex
+from worker.pipeline.checkpoint import ledger_sections
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "error_conventions"
 
@@ -85,10 +90,6 @@ def test_project_paths_exclude_installed_packages_and_toolchains():
 
 
 def test_the_location_travels_with_the_error_into_the_checkpoint():
-    from tests.fakes import SessionBuilder
-    from worker.facts.ledger import extract_ledger
-    from worker.pipeline.checkpoint import ledger_sections
-
     b = SessionBuilder()
     b.user("fix the build")
     b.bash("cargo build", read("rustc_e0508.stderr") + "\nExit code 101", is_error=True)
@@ -310,9 +311,6 @@ def test_codex_apply_patch_refusal_is_an_error():
 
 def test_a_file_tools_refusal_fails_it_without_an_error_flag():
     # Codex's apply_patch answers with a bare string (no success flag): the refusal is the failure.
-    from tests.fakes import SessionBuilder
-    from worker.facts.actions import scan_actions
-
     b = SessionBuilder()
     b.user("fix the test")
     b.tool("apply_patch", {"input": "*** Begin Patch\n*** Update File: a.ts\n*** End Patch"},
@@ -383,9 +381,6 @@ def test_mise_errors_its_task_prefix_and_govulncheck():
 
 def test_a_failed_mise_task_is_remembered_by_its_own_first_line_and_mises():
     # pi-authgo_019e44d4 (tune half), line 160, as a command's result.
-    from tests.fakes import SessionBuilder
-    from worker.facts.ledger import extract_ledger
-
     b = SessionBuilder()
     b.user("lint it")
     b.bash("mise run lint", read("mise_task_failed.txt"), is_error=True)
@@ -397,9 +392,6 @@ def test_a_cancelled_parallel_call_is_no_error_and_no_outcome():
     # cc-cipherbox_2095544c and cc-spotter_8463c716 (tune half): Claude Code answers the batch-mates
     # of a failed parallel call with `Sibling tool call errored` (newer: `Cancelled: parallel tool
     # call Bash(…) errored`); only the sibling's own error is the work's.
-    from tests.fakes import SessionBuilder
-    from worker.facts.ledger import extract_ledger
-
     b = SessionBuilder()
     b.user("look at the plans")
     b.bash("ls .planning/phases/12-mfa/*-PLAN.md", "(eval):1: no matches found: .planning/phases/12-mfa/*-PLAN.md",
@@ -418,9 +410,6 @@ def test_a_cancelled_parallel_call_is_no_error_and_no_outcome():
 def test_a_call_pi_skipped_for_a_queued_message_is_no_error_and_no_outcome():
     # preloopdev/preloop (MIT), an oh-my-pi session in pi's format: the user queued a message, so the
     # batch's next call never ran (its text in pi-mono's agent-loop.ts is the first sentence alone).
-    from tests.fakes import SessionBuilder
-    from worker.facts.ledger import extract_ledger
-
     show = "git show e901fa0 --stat"
     for skipped in (read("pi_skipped_queued_message.txt"), "Skipped due to queued user message."):
         b = SessionBuilder()
@@ -434,9 +423,6 @@ def test_a_call_pi_skipped_for_a_queued_message_is_no_error_and_no_outcome():
 def test_pi_bash_placeholder_for_no_output_is_not_the_error():
     # preloopdev/preloop (MIT): pi's bash tool writes `(no output)` where the command printed
     # nothing; the failed run is then known by its exit status, not by the placeholder.
-    from tests.fakes import SessionBuilder
-    from worker.facts.ledger import extract_ledger
-
     b = SessionBuilder()
     b.user("is the tree clean?")
     b.bash("git status --short | grep -v '^??' && git diff --stat", read("pi_bash_no_output_exit_1.txt"), is_error=True)
@@ -446,9 +432,6 @@ def test_pi_bash_placeholder_for_no_output_is_not_the_error():
 def test_a_web_search_that_finds_error_text_did_not_fail():
     # jdx/hk (MIT), a Codex Desktop session: code mode's `tools.web__run` search returned the
     # execve(2) man page, whose `E2BIG` and `EACCES` lines are what the page says, not the tool failing.
-    from tests.fakes import SessionBuilder
-    from worker.facts.ledger import extract_ledger
-
     b = SessionBuilder()
     b.user("how long may one argv string be?")
     b.call("web__run", {"search_query": [{"q": "site:man7.org linux execve E2BIG MAX_ARG_STRLEN"}]},
@@ -785,9 +768,6 @@ def test_printing_a_source_or_doc_file_is_its_content_not_errors():
     # a skill whose text quotes Copilot's `error: too many arguments. …`; line 1113 prints TypeScript
     # source. A log printed the same way, and the printer's own failure behind a pipe (cc-orpheus:
     # `cat x.sh | tail -15`, exit 0), are still errors.
-    from tests.fakes import SessionBuilder
-    from worker.facts.actions import scan_actions
-
     envelope = "Chunk ID: 0a7962\nWall time: 0.0000 seconds\nProcess exited with code 0\nOutput:\n"
     skill = ("1. **Launch syntax differs.** Copilot does NOT accept the prompt as argv:\n\n   ```text\n"
              "   error: too many arguments. Expected 0 arguments but got 1.\n   ```\n")
@@ -1043,9 +1023,6 @@ def test_gh_run_watch_keeps_the_failure_annotation_not_its_refresh_banner():
 
 def test_a_run_stopped_by_ctrl_c_with_nothing_printed_neither_passed_nor_failed():
     # jdx/mise session, lines 512-513: Codex's write_stdin of Ctrl-C ends a `gh run watch` (exit 130)
-    from worker.facts.actions import scan_actions
-    from worker.formats import codex
-
     raw = (FIXTURES.parent / "codex-desktop-mise_019f2387-40a7-7151-a232-8ebb871f52ba.jsonl").read_text().split("\n")
     session = codex.load([json.loads(raw[n - 1]) for n in (1, 7, 512, 513)])
     [action] = [a for a in scan_actions(session.messages) if a.has_result]

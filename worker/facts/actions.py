@@ -32,6 +32,7 @@ from .output import (
     NOTHING_TO_COMMIT_RE,
     PR_MERGED_RE,
     PR_URL_RE,
+    SESSION_RUNNING_RE,
     SWE_CWD_RE,
     SWE_FILE_HEADER_RE,
     error_findings,
@@ -96,8 +97,7 @@ EXIT_1_OK_PROGRAMS = {"grep", "egrep", "fgrep", "rg", "ag", "diff", "cmp", "test
 # `yield_time_ms` ends answers `Process running with session ID N`; `write_stdin {"session_id": N}`
 # then polls it (or types into it: `\u0003` stops it) and gets its later output, at the end
 # `Process exited with code N`. Every poll is that one run: it takes the command's name, and the
-# run has no outcome while it is still running.
-SESSION_RUNNING_RE = re.compile(r"^Process running with session ID (\d+)\s*$", re.MULTILINE)
+# run has no outcome while it is still running (output.SESSION_RUNNING_RE).
 STDIN_TOOLS = {"write_stdin"}
 # A shell command that only prints source or documentation files (`sed -n '1,240p' SKILL.md`,
 # `cat src/x.ts | head`) shows their content, as a read tool does: an error line in it (a README's

@@ -118,8 +118,11 @@ PROGRESS = (r"mise \S+@\S+\s+(?:\[\d+/\d+\]|✓)|go: downloading \S"
 # format_response); the older `Exit code: 1` / `Wall time` / `Output:` (format_exec_output_str)
 # and its truncation note `Total output lines: N`; code mode's cell header `Script completed` /
 # `Wall time 0.3 seconds` / `Output:` (codex-rs code-mode).
-CODEX_ENVELOPE = (r"Chunk ID: \w+$|Wall time:? [\d.]+ seconds$|Script completed$|Process running with session ID \S+$"
-                  r"|Original token count: \d+$|Total output lines: \d+$|Output:$")
+# A unified exec run still going when its yield ends: `write_stdin {"session_id": N}` polls it (actions.py).
+SESSION_RUNNING = r"Process running with session ID (\d+)\s*$"
+SESSION_RUNNING_RE = re.compile("^" + SESSION_RUNNING, re.MULTILINE)
+CODEX_ENVELOPE = (r"Chunk ID: \w+$|Wall time:? [\d.]+ seconds$|Script completed$|" + SESSION_RUNNING
+                  + r"|Original token count: \d+$|Total output lines: \d+$|Output:$")
 # Claude Code's Bash tool appends, to a command it runs in the background, where its output goes
 # (`Command running in background with ID: b3d53de. Output is being written to: …`, or `Command
 # was manually backgrounded by user with ID: …`; its tool_result builder, 2.1.197): the harness's
@@ -1004,7 +1007,7 @@ CONVENTIONS: tuple[Convention, ...] = (
                "GNU make: `make: *** [Makefile:4: main] Error 1`, `make: *** No rule to make target 'x'.  Stop.` "
                "(src/job.c `%s[%s: %s] Error %d%s%s` after `*** `, src/remake.c): which target failed",
                summary=True),
-    Convention("tap failure", _rx(r"^not ok(?: \d+)?(?: -)? (?!.*# (?:TODO|todo)\b)\S"),
+    Convention("tap failure", _rx(r"^not ok(?: \d+)?(?: -)? (?!.*# (?i:todo)\b)\S"),
                "a TAP producer's failed test, `not ok 6 check_list_files with non-zero exit` (bats-core, node --test's "
                "TAP reporter, prove): the Test Anything Protocol's test line, `not ok <number> - <description>`, "
                "where a `# TODO` test was expected to fail (testanything.org, TAP version 13/14 specification)"),
