@@ -743,3 +743,45 @@ def test_a_poll_of_a_running_codex_command_is_that_run():
     # A watch stopped with `\u0003` (exit 130) says no error: neither passed nor failed.
     stopped = [a for a in actions if a.exit_code == 130]
     assert stopped and all(a.status == "unknown" and not a.errors for a in stopped)
+
+
+def test_a_code_mode_run_that_outlives_its_cell_yield_is_polled_by_wait():
+    """Codex code mode: an `exec` cell still running when its yield ends answers `Script running
+    with cell ID N`, and each `wait {"cell_id": N}` polls that cell (codex-rs core/src/tools/code_mode).
+    The cell's run has no outcome until the wait that says `Script completed`; then rustfmt's
+    `Diff in …` line and cargo's tallies belong to its command, not to a tool named `wait`
+    (jdx/hk, tests/fixtures/codex_code_mode)."""
+    session = load(FIXTURES / "codex_code_mode" / "hk_cell_wait.jsonl")
+    actions = scan_actions(session.messages)
+    script = "cargo fmt --check\ncargo test step::batching\nmise run test:bats test/auto_batch_large_files.bats\ngit diff --check"
+    assert [(a.command, a.status, a.session_id, a.polls) for a in actions] == [
+        (script, "unknown", "cell 39", None),  # the cell yielded
+        (script, "unknown", "cell 39", "cell 39"),  # a wait: still running
+        (script, "failed", None, "cell 39"),  # the wait that saw it end
+    ]
+    ledger = extract_ledger(session.messages)
+    rustfmt = next(e for e in ledger.errors if e.text.startswith("Diff in "))
+    assert rustfmt.command == script and rustfmt.sources == [actions[0].source]
+    assert {t.command for t in ledger.tallies} == {script}
+    assert ledger.running == []  # the cell ended
+
+
+def test_a_run_still_going_at_a_checkpoint_is_the_run_its_later_polls_continue():
+    """A unified exec run started before a checkpoint's boundary and polled after it: the ledger
+    carries the runs still going (`running`), so the poll past the boundary is still `go test
+    -race ./...` and its exit is that command's status. In code mode the run's id is in the result
+    object the script printed (`{"chunk_id", "wall_time_seconds", "session_id", …}`, codex-rs
+    ExecCommandToolOutput::code_mode_result): until it exits, the run has no outcome
+    (codex-desktop-entiresem, tests/fixtures)."""
+    session = load(FIXTURES / "codex-desktop-entiresem_019f8eab-feec-7043-8561-0821dd49e754.jsonl")
+    started = next(i for i, m in enumerate(session.messages)
+                   if any('"session_id":39705' in r.output for r in m.tool_results))
+    first = extract_ledger(session.messages[: started + 1])
+    assert [(r.session_id, r.command) for r in first.running] == [("39705", "go test -race ./...")]
+    assert [c.status for c in first.commands if c.command == "go test -race ./..."] == ["unknown"]
+    later = extract_ledger(session.messages[started + 1 :], previous=Ledger.from_dict(first.to_dict()))
+    assert "ok" in [c.status for c in later.commands if c.command == "go test -race ./..."]
+    assert "39705" not in [r.session_id for r in later.running]  # it exited
+    polls = [a for a in scan_actions(session.messages[started + 1 :], running=first.running_runs()) if a.polls == "39705"]
+    assert polls and {a.command for a in polls} == {"go test -race ./..."}
+    assert [a.exit_code for a in polls][-1] == 0

@@ -27,6 +27,8 @@ from .output import (
     AGENT_TOOL_ERROR_RE,
     BRANCH_OUTPUT_RE,
     CANCELLED_CALL_RE,
+    CELL_RUNNING_RE,
+    CODE_MODE_SESSION_RE,
     COMMIT_OUTPUT_RE,
     EXIT_CODE_RE,
     NOTHING_TO_COMMIT_RE,
@@ -97,8 +99,15 @@ EXIT_1_OK_PROGRAMS = {"grep", "egrep", "fgrep", "rg", "ag", "diff", "cmp", "test
 # `yield_time_ms` ends answers `Process running with session ID N`; `write_stdin {"session_id": N}`
 # then polls it (or types into it: `\u0003` stops it) and gets its later output, at the end
 # `Process exited with code N`. Every poll is that one run: it takes the command's name, and the
-# run has no outcome while it is still running (output.SESSION_RUNNING_RE).
+# run has no outcome while it is still running (output.SESSION_RUNNING_RE, or in code mode the
+# result object a script printed, output.CODE_MODE_SESSION_RE).
 STDIN_TOOLS = {"write_stdin"}
+# Codex code mode: an `exec` cell still running when its yield ends answers `Script running with
+# cell ID N`; `wait {"cell_id": N}` then polls it and gets the rest of its output (codex-rs
+# core/src/tools/code_mode, wait_handler.rs). Every wait is that cell, the same run as its last
+# tool. (Codex's other `wait`, for sub-agents, takes `ids`, not `cell_id`.)
+CELL_WAIT_TOOLS = {"wait"}
+CELL_RUN_ID = "cell {}"  # a cell's run id, apart from the unified exec session ids (numbers)
 # A shell command that only prints source or documentation files (`sed -n '1,240p' SKILL.md`,
 # `cat src/x.ts | head`) shows their content, as a read tool does: an error line in it (a README's
 # example, a test's expected output) is not what the run printed. A log (`.log`, `.output`,
@@ -145,7 +154,8 @@ class Action:
     # A `git commit` that failed and made no commit: a hook or GPG signing refused it, so the work
     # it was to record is not recorded ("nothing to commit" refuses nothing: it was recorded already).
     commit_refused: bool = False
-    session_id: str | None = None  # a unified exec run still going: its id for the polls (SESSION_RUNNING_RE)
+    session_id: str | None = None  # a run still going: its run id for the polls (run_polled)
+    polls: str | None = None  # the run id a poll continued (run_polled)
 
     @cached_property
     def command(self) -> str | None:
@@ -246,10 +256,13 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
     # stopped, with no error said (a watch's status lines): neither passed nor failed
     stopped = failed and not action.errors and action.exit_code == INTERRUPTED_EXIT
     failed = failed and not stopped
-    session = SESSION_RUNNING_RE.search(output) if action.script and action.exit_code is None else None
-    action.session_id = session.group(1) if session else None
-    # still running (`Process running with session ID N`) and no error yet: no outcome
-    action.status = "unknown" if stopped or (session and not failed) else "failed" if failed else "ok"
+    cell = CELL_RUNNING_RE.match(output)
+    session = ((SESSION_RUNNING_RE.search(output) or CODE_MODE_SESSION_RE.search(output))
+               if action.script and action.exit_code is None else None)
+    action.session_id = CELL_RUN_ID.format(cell.group(1)) if cell else session.group(1) if session else None
+    # still running (`Process running with session ID N`, `Script running with cell ID N`) and no
+    # error yet: no outcome
+    action.status = "unknown" if stopped or (action.session_id and not failed) else "failed" if failed else "ok"
     if failed and only_summaries(action.errors):
         # `[lint:gomod] ERROR task failed` names the task that failed; a script's own message
         # (`go module files modified, …`) follows no convention, so its first line says why.
@@ -311,16 +324,27 @@ def _edit_pair(args: dict) -> tuple[str, str] | None:
 NESTED_CALLS = "nested_calls"
 
 
+def run_polled(name: str, args: dict[str, Any]) -> str | None:
+    """The run id a poll continues: a unified exec session's (STDIN_TOOLS) or a cell's (CELL_WAIT_TOOLS)."""
+    lname = name.lower()
+    if lname in STDIN_TOOLS and "session_id" in args:
+        return str(args["session_id"])
+    if lname in CELL_WAIT_TOOLS and "cell_id" in args:
+        return CELL_RUN_ID.format(args["cell_id"])
+    return None
+
+
 def _call_action(name: str, args: dict[str, Any], pos: int, message_id: str, cwds: list[str],
                  running: dict[str, Action]) -> Action:
     """One tool call as an Action without its result yet: command, files, edit, run key. `running`:
-    the unified exec runs still going, by session id."""
-    started = running.get(str(args.get("session_id"))) if name.lower() in STDIN_TOOLS else None
-    if started is not None:  # a poll of a run still going (SESSION_RUNNING_RE): the same run, its files named once
+    the runs still going, by run id (run_polled)."""
+    polls = run_polled(name, args)
+    started = running.get(polls) if polls else None
+    if started is not None:  # a poll of a run still going: the same run, its files named once
         return Action(pos=pos, message_id=message_id, call_message_id=message_id, tool=started.tool,
-                      script=started.script, source=started.source)
+                      script=started.script, source=started.source, polls=polls)
     command = shell_command(args) if name.lower() in SHELL_TOOLS else None
-    action = Action(pos=pos, message_id=message_id, call_message_id=message_id, tool=name, script=command)
+    action = Action(pos=pos, message_id=message_id, call_message_id=message_id, tool=name, script=command, polls=polls)
     action.files = _call_files(name, args, cwds)
     action.edit = _edit_pair(args)
     action.source = run_key(command, cwds) if command else " ".join([name] + [p for p, _ in action.files[:1]])
@@ -330,11 +354,14 @@ def _call_action(name: str, args: dict[str, Any], pos: int, message_id: str, cwd
     return action
 
 
-def scan_actions(messages: list[Message], cwd: str | None = None) -> list[Action]:
-    """Every tool call (with its result) as an Action, in the order outcomes were seen."""
+def scan_actions(messages: list[Message], cwd: str | None = None,
+                 running: dict[str, Action] | None = None) -> list[Action]:
+    """Every tool call (with its result) as an Action, in the order outcomes were seen. `running`:
+    the unified exec runs started before `messages` and still going (a ledger's `running_runs()`),
+    so that a poll past a checkpoint's boundary is still the run it polls."""
     cwds = [cwd] if cwd else []
     pending: dict[str, Action] = {}
-    running: dict[str, Action] = {}  # unified exec session id -> the run that started it
+    running = dict(running or {})  # run id -> the run that started it
     actions: list[Action] = []
     user_shell: Action | None = None  # a `!cmd` whose output comes in a later message
     for pos, msg in enumerate(messages):

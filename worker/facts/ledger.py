@@ -36,6 +36,9 @@ MAX_TALLIES = 10  # only the latest test results matter for the state of the wor
 MAX_COMMITS = 50  # the commits of a long session; the checkpoint shows the newest that fit
 MAX_PULL_REQUESTS = 20  # a session that opens more is a release train; the newest say where it stands
 MAX_BRANCHES = 10  # carried, not all shown (BRANCHES_SHOWN): a session of many PR branches must not evict `main`
+# Codex keeps at most 64 unified exec processes open (codex-rs core/src/unified_exec,
+# MAX_UNIFIED_EXEC_PROCESSES): no more runs can be still going at once.
+MAX_RUNNING = 64
 MAX_IDS_PER_FACT = 6  # first occurrence + the newest ones: enough to find it again
 EDITS_PER_FILE = 3  # the newest changes say what was fixed; older ones are in the history
 EDIT_SIDE_MAX_CHARS = 120  # one code line each side names the change; the whole edit stays in the history
@@ -189,6 +192,18 @@ class TallyFact:
 
 
 @dataclass
+class RunningRun:
+    """A unified exec run still going at the ledger's last message (actions.STDIN_TOOLS): a
+    `write_stdin` poll after a checkpoint's boundary is this run, its command and outcome."""
+
+    session_id: str
+    tool: str
+    command: str
+    source: str
+    last_seq: int = 0
+
+
+@dataclass
 class CommitFact:
     text: str  # commit subject line
     sha: str | None = None
@@ -248,6 +263,7 @@ class Ledger:
     pull_requests: list[PullRequestFact] = field(default_factory=list)  # chronological
     user_instructions: list[UserInstruction] = field(default_factory=list)  # newest first
     user_instructions_omitted: int = 0  # older user messages left out by the budget
+    running: list[RunningRun] = field(default_factory=list)  # carried, not shown
     seq: int = 0  # events folded in so far; new messages continue from here
     last_message_id: str | None = None  # newest message folded in: re-passing it is a no-op
 
@@ -270,9 +286,15 @@ class Ledger:
             pull_requests=build(PullRequestFact, data.get("pull_requests")),
             user_instructions=build(UserInstruction, data.get("user_instructions")),
             user_instructions_omitted=int(data.get("user_instructions_omitted") or 0),
+            running=build(RunningRun, data.get("running")),
             seq=int(data.get("seq") or 0),
             last_message_id=data.get("last_message_id"),
         )
+
+    def running_runs(self) -> dict[str, Action]:
+        """The runs still going, as `scan_actions(running=...)` takes them."""
+        return {r.session_id: Action(pos=-1, message_id="", call_message_id=None, tool=r.tool, script=r.command,
+                                     source=r.source) for r in self.running}
 
     def file(self, path: str) -> FileFact | None:
         return next((f for f in self.files if f.path == path), None)
@@ -515,7 +537,8 @@ def extract_ledger(messages: list[Message], previous: Ledger | None = None, *, c
     base = ledger.seq
     files = {f.path: f for f in ledger.files}
     if actions is None:
-        actions, skip = scan_actions(messages, cwd=cwd), 0
+        actions, skip = scan_actions(messages, cwd=cwd, running=ledger.running_runs()), 0
+    running = {r.session_id: r for r in ledger.running}
     for action in actions:
         if action.pos < skip:
             continue  # its outcome was folded in already
@@ -556,6 +579,10 @@ def extract_ledger(messages: list[Message], previous: Ledger | None = None, *, c
             err.test_ids = list(dict.fromkeys(err.test_ids + action.test_ids))[-MAX_IDS_PER_FACT:]
             err.resolved, err.resolved_by, err.resolved_by_command = False, None, None
             err.last_seq = max(err.last_seq, seq)
+        if action.session_id and action.command:
+            running[action.session_id] = RunningRun(action.session_id, action.tool, action.command, action.source, seq)
+        elif action.polls and action.has_result:  # it ended (`Process exited with code N`)
+            running.pop(action.polls, None)
         for text, failed in action.tallies:
             tally = next((t for t in ledger.tallies if t.text == text), None)
             if tally is None:
@@ -616,4 +643,5 @@ def extract_ledger(messages: list[Message], previous: Ledger | None = None, *, c
     ledger.commits = sorted(ledger.commits, key=lambda c: c.last_seq)[-MAX_COMMITS:]
     ledger.branches = sorted(ledger.branches, key=lambda b: b.last_seq)[-MAX_BRANCHES:]
     ledger.pull_requests = sorted(ledger.pull_requests, key=lambda p: p.last_seq)[-MAX_PULL_REQUESTS:]
+    ledger.running = sorted(running.values(), key=lambda r: r.last_seq)[-MAX_RUNNING:]
     return ledger

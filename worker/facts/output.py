@@ -121,7 +121,17 @@ PROGRESS = (r"mise \S+@\S+\s+(?:\[\d+/\d+\]|✓)|go: downloading \S"
 # A unified exec run still going when its yield ends: `write_stdin {"session_id": N}` polls it (actions.py).
 SESSION_RUNNING = r"Process running with session ID (\d+)\s*$"
 SESSION_RUNNING_RE = re.compile("^" + SESSION_RUNNING, re.MULTILINE)
-CODEX_ENVELOPE = (r"Chunk ID: \w+$|Wall time:? [\d.]+ seconds$|Script completed$|" + SESSION_RUNNING
+# The same in code mode, where a script prints exec_command's result object: its fields in their
+# declared order, `session_id` in place of `exit_code` while the run goes on (codex-rs
+# core/src/tools/context.rs, ExecCommandToolOutput::code_mode_result: `{"chunk_id", "wall_time_seconds",
+# "exit_code"?, "session_id"?, "original_token_count"?, "output"}`).
+CODE_MODE_SESSION_RE = re.compile(r'"wall_time_seconds"\s*:\s*[\d.eE+-]+\s*,\s*"session_id"\s*:\s*"?(\d+)')
+# A code-mode `exec` cell still running when its yield ends: `wait {"cell_id": N}` polls it, and the
+# cell's header says how it ended, `Script completed` / `Script failed` / `Script terminated`
+# (codex-rs core/src/tools/code_mode, format_script_status).
+CELL_RUNNING = r"Script running with cell ID (\S+)\s*$"
+CELL_RUNNING_RE = re.compile(r"\A\s*" + CELL_RUNNING, re.MULTILINE)
+CODEX_ENVELOPE = (r"Chunk ID: \w+$|Wall time:? [\d.]+ seconds$|Script completed$|" + SESSION_RUNNING + "|" + CELL_RUNNING
                   + r"|Original token count: \d+$|Total output lines: \d+$|Output:$")
 # Claude Code's Bash tool appends, to a command it runs in the background, where its output goes
 # (`Command running in background with ID: b3d53de. Output is being written to: …`, or `Command

@@ -228,7 +228,7 @@ def _facts(session: Session, previous: Checkpoint | None) -> _Facts:
     since_boundary = session.messages[start:]
     prev_ledger = Ledger.from_dict(previous.ledger) if previous is not None else None
     cwd = session.meta.get("cwd") if isinstance(session.meta.get("cwd"), str) else None
-    actions = scan_actions(since_boundary, cwd=cwd)
+    actions = scan_actions(since_boundary, cwd=cwd, running=prev_ledger.running_runs() if prev_ledger else None)
     ledger = extract_ledger(since_boundary, previous=prev_ledger, cwd=cwd, actions=actions)
     cite = cited_ids([m.id for m in session.messages])  # over the whole session: each prefix is unique in it
     state = derive_work_state(since_boundary, ledger, cwd=cwd, actions=actions, cite=cite)
