@@ -9,7 +9,7 @@ import json
 
 from worker.facts.actions import scan_actions
 from worker.facts.ledger import extract_ledger, user_requests
-from worker.formats import claude_code, codex, inspect, opencode, pi, swe_agent
+from worker.formats import claude_code, codex, detect, inspect, load, opencode, pi, swe_agent
 
 
 def rollout(*payloads: tuple[str, dict]) -> list[dict]:
@@ -343,3 +343,92 @@ def test_opencode_repeated_ids_of_a_redacted_copy_still_pair_each_call_with_its_
 def test_inspect_json_round_trips_unknown_records():
     s = codex.load(rollout(user("x"), ("mystery", {})))
     assert json.loads(json.dumps(inspect(s)))["unknown_records"] == {"record:mystery": 1}
+
+
+def copilot_events(*events: tuple[str, dict], **envelope: object) -> list[dict]:
+    """Copilot CLI events.jsonl lines (github/copilot-sdk nodejs/src/generated/session-events.ts:
+    `{type, data, id, timestamp, parentId}`, each parentId the event before it)."""
+    out: list[dict] = []
+    for n, (kind, data) in enumerate((("session.start", {"sessionId": "c1", "version": 1, "producer": "copilot-agent",
+                                                         "copilotVersion": "1.0.72-1", "context": {"cwd": "/repo"}}),)
+                                     + events):
+        out.append({"type": kind, "data": data, "id": f"e{n}", "timestamp": "2026-07-19T23:12:34.849Z",
+                    "parentId": out[-1]["id"] if out else None, **(envelope if n else {})})
+    return out
+
+
+def copilot_turn(prompt: str, call: str, tool: str, args: dict, result: dict) -> list[tuple[str, dict]]:
+    # UserMessageData {content, transformedContent}; AssistantMessageData {content, toolRequests[]};
+    # ToolExecutionStartData {toolCallId, toolName, arguments}; ToolExecutionCompleteData {toolCallId, success, result|error}
+    return [("user.message", {"content": prompt, "transformedContent": f"<current_datetime>x</current_datetime>\n\n{prompt}"}),
+            ("assistant.turn_start", {"turnId": "0"}),
+            ("assistant.message", {"messageId": "m", "content": "", "toolRequests": [
+                {"toolCallId": call, "name": tool, "arguments": args, "type": "function"}]}),
+            ("tool.execution_start", {"toolCallId": call, "toolName": tool, "arguments": args}),
+            ("tool.execution_complete", {"toolCallId": call, **result}),
+            ("assistant.turn_end", {"turnId": "0"})]
+
+
+def test_copilot_cli_event_types_from_its_session_events_schema():
+    lines = copilot_events(
+        ("system.message", {"role": "system", "content": "You are the GitHub Copilot CLI"}),
+        *copilot_turn("fix the flaky test", "call_1", "bash", {"command": "go test ./pkg/osutil/...", "description": "d"},
+                      {"success": True, "result": {"content": "--- FAIL: TestRename (0.01s)\nFAIL\n"
+                                                   "<shellId: 0 completed with exit code 1>"}}),
+        ("user.message", {"content": "", "transformedContent": "<system_reminder>AGENTS.md</system_reminder>",
+                          "source": "instruction-discovery"}),
+        ("assistant.message", {"messageId": "m2", "content": "", "toolRequests": [
+            {"toolCallId": "call_2", "name": "view", "arguments": {"path": "/repo/missing.go"}}]}),
+        ("tool.execution_start", {"toolCallId": "call_2", "toolName": "view", "arguments": {"path": "/repo/missing.go"}}),
+        ("tool.execution_complete", {"toolCallId": "call_2", "success": False,
+                                     "error": {"message": "Path does not exist", "code": "failure"}}),
+        ("hook.start", {"hookInvocationId": "h", "hookType": "postToolUseFailure"}),
+        # a freeform tool's arguments are the raw string (AssistantMessageToolRequest.type "custom")
+        ("assistant.message", {"messageId": "m3", "content": "", "toolRequests": [
+            {"toolCallId": "custom_call_3", "name": "apply_patch", "type": "custom", "arguments":
+             "*** Begin Patch\n*** Update File: /repo/pkg/osutil/rename_windows.go\n@@\n-a\n+b\n*** End Patch"}]}),
+        ("tool.execution_complete", {"toolCallId": "custom_call_3", "success": True, "result": {"content": "Done"}}),
+        ("session.context_changed", {"cwd": "/repo", "branch": "fix/flaky"}),
+        ("session.hologram", {}),
+    )
+    s = load(lines)
+    assert detect(lines) == "copilot" and s.meta["cwd"] == "/repo" and s.meta["copilotVersion"] == "1.0.72-1"
+    assert [m.role for m in s.messages] == ["system", "user", "assistant", "tool", "user", "assistant", "tool",
+                                            "assistant", "tool"]
+    prompt, reminder = s.messages[1], s.messages[4]
+    assert prompt.starts_turn and prompt.user_text == "fix the flaky test"  # the model was sent the dated form
+    assert prompt.text.startswith("<current_datetime>")
+    assert not reminder.starts_turn and reminder.user_text == ""  # the CLI's own message
+    assert [(r.name, r.is_error, r.output) for r in s.messages[6].tool_results] == [
+        ("view", True, "Path does not exist")]
+    run = next(a for a in scan_actions(s.messages) if a.tool == "bash")
+    assert (run.command, run.exit_code, run.status, run.errors) == (
+        "go test ./pkg/osutil/...", 1, "failed", ["--- FAIL: TestRename (0.01s)"])
+    patched = extract_ledger(s.messages, cwd="/repo").file("pkg/osutil/rename_windows.go")
+    assert patched is not None and patched.changed
+    report = inspect(s)
+    assert report["unknown_records"] == {"event:session.hologram": 1}
+    assert report["skipped"] == {"assistant.turn_end": 1, "assistant.turn_start": 1, "hook.start": 1}
+
+
+def test_copilot_cli_compaction_truncation_and_sub_agents():
+    # CompactionCompleteData {success, summaryContent, preCompactionMessagesLength, messagesRemoved};
+    # TruncationData {messagesRemovedDuringTruncation, …}; a sub-agent's events carry `agentId`.
+    turn = copilot_turn("port the tests", "call_1", "view", {"path": "/repo/a.go"}, {"success": True, "result": {"content": "1. package a"}})
+    lines = copilot_events(
+        *turn,
+        ("session.truncation", {"messagesRemovedDuringTruncation": 1, "tokenLimit": 1000, "performedBy": "BasicTruncator"}),
+        ("user.message", {"content": "now the docs"}),
+        ("session.compaction_complete", {"success": True, "summaryContent": "Ported the tests of a.go.",
+                                         "preCompactionMessagesLength": 3, "messagesRemoved": 2}),
+        ("session.compaction_complete", {"success": False, "error": "model timeout"}),
+    ) + copilot_events(("assistant.message", {"messageId": "sub", "content": "sub-agent work"}), agentId="a1")[1:]
+    s = load(lines)
+    assert [(m.role, m.compacted, m.is_summary) for m in s.messages] == [
+        ("user", True, False),  # the oldest message, truncated
+        ("assistant", True, False), ("tool", True, False),  # the two the summary replaced
+        ("user", False, True),  # the summary, before the message it kept
+        ("user", False, False),
+    ]
+    assert s.messages[3].text == "Ported the tests of a.go."
+    assert inspect(s)["skipped"] == {"assistant.turn_end": 1, "assistant.turn_start": 1, "subagent:assistant.message": 1}

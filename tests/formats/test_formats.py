@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from worker.facts.actions import scan_actions
 from worker.formats import FORMATS, FormatError, anthropic, detect, inspect, load, openai
 from worker.formats.export import to_anthropic, to_openai
 from worker.session import Session
@@ -20,6 +21,7 @@ CODEX = FIX / "codex-simonw_sample_codex_session.jsonl"
 # SYNTHETIC: built from opencode's documented schema (MessageV2, `opencode export`); no real
 # export is public. See tests/fixtures/NOTICE.md.
 OPENCODE = FIX / "opencode_export_synthetic.json"
+COPILOT = FIX / "copilot-azuredev_45f1a36c-ba4d-4362-9be9-027260dbd18e.jsonl"  # held-out half
 
 
 def pairs_intact(session: Session) -> bool:
@@ -51,6 +53,7 @@ def test_detect_each_fixture():
     assert detect(SWE) == "swe_agent"
     assert detect(CODEX) == "codex"
     assert detect(OPENCODE) == "opencode"
+    assert detect(COPILOT) == "copilot"
     assert detect(str(CC)) == "claude_code"  # a str path works too
 
 
@@ -377,6 +380,21 @@ def test_export_real_session_is_api_shaped(cc):
     assert len(to_openai(cc)) == sum(len(m.tool_results) or 1 for m in cc.messages if not m.compacted)
 
 
+def test_copilot_cli_real_session_events():
+    """A Copilot CLI 1.0.72 events.jsonl (JeffreyCA/azure-dev, NOTICE.md): every event type in it is
+    known, each tool call keeps its result, the CLI's own user messages (`source`) open no turn,
+    and each shell run's status is its `<shellId: N completed with exit code K>` line."""
+    s = load(COPILOT)
+    report = inspect(s)
+    assert report["messages_by_role"] == {"system": 2, "user": 4, "assistant": 29, "tool": 108}
+    assert report["unknown_records"] == {} and report["unanswered_tool_calls"] == 0 and pairs_intact(s)
+    assert report["errors"] == 3 and report["turns"] == 2  # three views of missing paths; two typed prompts
+    assert [m.meta.get("source") for m in s.messages if m.role == "user"] == [None, "system", "instruction-discovery", None]
+    assert s.meta["cwd"] == "/Users/jeffrey/Documents/Dev/tmp/azure-dev"
+    runs = [a for a in scan_actions(s.messages, cwd=s.meta["cwd"]) if a.tool == "bash"]
+    assert len(runs) == 19 and {(a.exit_code, a.status) for a in runs} == {(0, "ok")}
+
+
 # --- robustness -------------------------------------------------------------------------------
 
 def _jsonl(records: list[dict]) -> str:
@@ -394,7 +412,13 @@ CODEX_LINES = [{"type": "session_meta", "payload": {"id": "x"}},
                {"type": "response_item", "payload": {"type": "message", "role": "user",
                                                       "content": [{"type": "input_text", "text": "hello"}]}}]
 
-JSONL_CASES = [("claude_code", CC_LINES), ("pi", PI_LINES), ("codex", CODEX_LINES), ("openai", OPENAI_MSGS)]
+# Copilot CLI events.jsonl (github/copilot-sdk session-events.ts): {type, data, id, timestamp, parentId}
+COPILOT_LINES = [{"type": "user.message", "data": {"content": "hello"}, "id": "e1", "timestamp": "t", "parentId": None},
+                 {"type": "assistant.message", "data": {"messageId": "m", "content": "hi"}, "id": "e2", "timestamp": "t",
+                  "parentId": "e1"}]
+
+JSONL_CASES = [("claude_code", CC_LINES), ("pi", PI_LINES), ("codex", CODEX_LINES), ("openai", OPENAI_MSGS),
+               ("copilot", COPILOT_LINES)]
 
 
 @pytest.mark.parametrize("fmt,lines", JSONL_CASES)

@@ -147,9 +147,11 @@ NOISE_LINE_RE = re.compile(
     + "|" + CODEX_ENVELOPE + "|" + CLAUDE_CODE_ENVELOPE + "|" + EMPTY_OUTPUT + "|" + PROGRESS + ")")
 # Exit status as agents print it: Claude Code `Exit code 1`, pi `Command exited with code 1`,
 # Codex `Exit code: 1` / `Process exited with code 1`, Gemini CLI and Qwen Code `Exit Code: 1`,
-# plain `exit status 1`.
+# GitHub Copilot CLI's shell tools `<shellId: 0 completed with exit code 1>` (the `shell_exit`
+# content item's `exitCode` in its session-events schema, worker/formats/copilot.py), plain `exit status 1`.
 EXIT_CODE_RE = re.compile(
-    r"^\s*(?:Command exited with code|Process exited with code|Exit [Cc]ode:?|exit code:?|exit status:?)\s*(-?\d+)\b",
+    r"^\s*(?:Command exited with code|Process exited with code|Exit [Cc]ode:?|exit code:?|exit status:?"
+    r"|<shellId: [^>\n]+ completed with exit code)\s*(-?\d+)\b",
     re.MULTILINE)
 JSON_LINE_RE = re.compile(r'^(?:[\[\]{},]+|"[^"]*"\s*:.*|"(?:[^"\\]|\\.)*",?)$')  # a pretty-printed JSON document's line
 BOX_RULE_RE = re.compile(r"^[\u2500-\u257f\s]+$")  # a table's border drawn in box-drawing characters

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..session import Session
-from . import anthropic, claude_code, codex, gemini, openai, opencode, pi, swe_agent
+from . import anthropic, claude_code, codex, copilot, gemini, openai, opencode, pi, swe_agent
 from ._common import UNKNOWN_RECORDS, FormatError, NoMessagesError, Source, loads, parse_jsonl, read_bytes
 
 __all__ = ["FORMATS", "FormatError", "NoMessagesError", "detect", "inspect", "load"]
@@ -26,6 +26,7 @@ FORMATS: dict[str, Callable[[Source], Session]] = {
     "swe_agent": swe_agent.load,
     "opencode": opencode.load,
     "gemini": gemini.load,
+    "copilot": copilot.load,
 }
 
 # Enough lines to see past Claude Code's leading snapshot/progress records.
@@ -39,6 +40,8 @@ def _detect_records(records: list[Any]) -> str | None:
         return "pi"
     if claude_code.detect(records):
         return "claude_code"
+    if copilot.detect(records):
+        return "copilot"
     return None
 
 
