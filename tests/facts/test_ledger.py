@@ -754,7 +754,7 @@ def test_a_code_mode_run_that_outlives_its_cell_yield_is_polled_by_wait():
     session = load(FIXTURES / "codex_code_mode" / "hk_cell_wait.jsonl")
     actions = scan_actions(session.messages)
     script = "cargo fmt --check\ncargo test step::batching\nmise run test:bats test/auto_batch_large_files.bats\ngit diff --check"
-    assert [(a.command, a.status, a.session_id, a.polls) for a in actions] == [
+    assert [(a.command, a.status, a.run_id, a.polls) for a in actions] == [
         (script, "unknown", "cell 39", None),  # the cell yielded
         (script, "unknown", "cell 39", "cell 39"),  # a wait: still running
         (script, "failed", None, "cell 39"),  # the wait that saw it end
@@ -777,11 +777,11 @@ def test_a_run_still_going_at_a_checkpoint_is_the_run_its_later_polls_continue()
     started = next(i for i, m in enumerate(session.messages)
                    if any('"session_id":39705' in r.output for r in m.tool_results))
     first = extract_ledger(session.messages[: started + 1])
-    assert [(r.session_id, r.command) for r in first.running] == [("39705", "go test -race ./...")]
+    assert [(r.run_id, r.command) for r in first.running] == [("39705", "go test -race ./...")]
     assert [c.status for c in first.commands if c.command == "go test -race ./..."] == ["unknown"]
     later = extract_ledger(session.messages[started + 1 :], previous=Ledger.from_dict(first.to_dict()))
     assert "ok" in [c.status for c in later.commands if c.command == "go test -race ./..."]
-    assert "39705" not in [r.session_id for r in later.running]  # it exited
+    assert "39705" not in [r.run_id for r in later.running]  # it exited
     polls = [a for a in scan_actions(session.messages[started + 1 :], running=first.running_runs()) if a.polls == "39705"]
     assert polls and {a.command for a in polls} == {"go test -race ./..."}
     assert [a.exit_code for a in polls][-1] == 0

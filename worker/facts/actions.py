@@ -154,7 +154,7 @@ class Action:
     # A `git commit` that failed and made no commit: a hook or GPG signing refused it, so the work
     # it was to record is not recorded ("nothing to commit" refuses nothing: it was recorded already).
     commit_refused: bool = False
-    session_id: str | None = None  # a run still going: its run id for the polls (run_polled)
+    run_id: str | None = None  # a run still going: the id its polls name (run_polled)
     polls: str | None = None  # the run id a poll continued (run_polled)
 
     @cached_property
@@ -259,10 +259,10 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
     cell = CELL_RUNNING_RE.match(output)
     session = ((SESSION_RUNNING_RE.search(output) or CODE_MODE_SESSION_RE.search(output))
                if action.script and action.exit_code is None else None)
-    action.session_id = CELL_RUN_ID.format(cell.group(1)) if cell else session.group(1) if session else None
+    action.run_id = CELL_RUN_ID.format(cell.group(1)) if cell else session.group(1) if session else None
     # still running (`Process running with session ID N`, `Script running with cell ID N`) and no
     # error yet: no outcome
-    action.status = "unknown" if stopped or (action.session_id and not failed) else "failed" if failed else "ok"
+    action.status = "unknown" if stopped or (action.run_id and not failed) else "failed" if failed else "ok"
     if failed and only_summaries(action.errors):
         # `[lint:gomod] ERROR task failed` names the task that failed; a script's own message
         # (`go module files modified, …`) follows no convention, so its first line says why.
@@ -357,7 +357,7 @@ def _call_action(name: str, args: dict[str, Any], pos: int, message_id: str, cwd
 def scan_actions(messages: list[Message], cwd: str | None = None,
                  running: dict[str, Action] | None = None) -> list[Action]:
     """Every tool call (with its result) as an Action, in the order outcomes were seen. `running`:
-    the unified exec runs started before `messages` and still going (a ledger's `running_runs()`),
+    the runs started before `messages` and still going, by run id (a ledger's `running_runs()`),
     so that a poll past a checkpoint's boundary is still the run it polls."""
     cwds = [cwd] if cwd else []
     pending: dict[str, Action] = {}
@@ -394,8 +394,8 @@ def scan_actions(messages: list[Message], cwd: str | None = None,
                 actions.append(action)
             action.pos, action.message_id = pos, msg.id
             _analyze_result(action, output, res.is_error, cwds)
-            if action.session_id:
-                running[action.session_id] = action
+            if action.run_id:
+                running[action.run_id] = action
     actions.sort(key=lambda a: a.pos)  # stable: calls without results keep their place
     return actions
 

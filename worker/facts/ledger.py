@@ -36,8 +36,8 @@ MAX_TALLIES = 10  # only the latest test results matter for the state of the wor
 MAX_COMMITS = 50  # the commits of a long session; the checkpoint shows the newest that fit
 MAX_PULL_REQUESTS = 20  # a session that opens more is a release train; the newest say where it stands
 MAX_BRANCHES = 10  # carried, not all shown (BRANCHES_SHOWN): a session of many PR branches must not evict `main`
-# Codex keeps at most 64 unified exec processes open (codex-rs core/src/unified_exec,
-# MAX_UNIFIED_EXEC_PROCESSES): no more runs can be still going at once.
+# Runs still going that a checkpoint carries: Codex keeps at most 64 unified exec processes open
+# (codex-rs core/src/unified_exec, MAX_UNIFIED_EXEC_PROCESSES); the newest are the ones a poll names.
 MAX_RUNNING = 64
 MAX_IDS_PER_FACT = 6  # first occurrence + the newest ones: enough to find it again
 EDITS_PER_FILE = 3  # the newest changes say what was fixed; older ones are in the history
@@ -193,10 +193,10 @@ class TallyFact:
 
 @dataclass
 class RunningRun:
-    """A unified exec run still going at the ledger's last message (actions.STDIN_TOOLS): a
-    `write_stdin` poll after a checkpoint's boundary is this run, its command and outcome."""
+    """A run still going at the ledger's last message, a unified exec session or a code-mode cell
+    (actions.run_polled): a poll after a checkpoint's boundary is this run, its command and outcome."""
 
-    session_id: str
+    run_id: str
     tool: str
     command: str
     source: str
@@ -293,7 +293,7 @@ class Ledger:
 
     def running_runs(self) -> dict[str, Action]:
         """The runs still going, as `scan_actions(running=...)` takes them."""
-        return {r.session_id: Action(pos=-1, message_id="", call_message_id=None, tool=r.tool, script=r.command,
+        return {r.run_id: Action(pos=-1, message_id="", call_message_id=None, tool=r.tool, script=r.command,
                                      source=r.source) for r in self.running}
 
     def file(self, path: str) -> FileFact | None:
@@ -538,7 +538,7 @@ def extract_ledger(messages: list[Message], previous: Ledger | None = None, *, c
     files = {f.path: f for f in ledger.files}
     if actions is None:
         actions, skip = scan_actions(messages, cwd=cwd, running=ledger.running_runs()), 0
-    running = {r.session_id: r for r in ledger.running}
+    running = {r.run_id: r for r in ledger.running}
     for action in actions:
         if action.pos < skip:
             continue  # its outcome was folded in already
@@ -579,9 +579,9 @@ def extract_ledger(messages: list[Message], previous: Ledger | None = None, *, c
             err.test_ids = list(dict.fromkeys(err.test_ids + action.test_ids))[-MAX_IDS_PER_FACT:]
             err.resolved, err.resolved_by, err.resolved_by_command = False, None, None
             err.last_seq = max(err.last_seq, seq)
-        if action.session_id and action.command:
-            running[action.session_id] = RunningRun(action.session_id, action.tool, action.command, action.source, seq)
-        elif action.polls and action.has_result:  # it ended (`Process exited with code N`)
+        if action.run_id and action.command:
+            running[action.run_id] = RunningRun(action.run_id, action.tool, action.command, action.source, seq)
+        elif action.polls and action.has_result:  # it ended (`Process exited with code N`, `Script completed`)
             running.pop(action.polls, None)
         for text, failed in action.tallies:
             tally = next((t for t in ledger.tallies if t.text == text), None)
