@@ -432,3 +432,32 @@ def test_copilot_cli_compaction_truncation_and_sub_agents():
     ]
     assert s.messages[3].text == "Ported the tests of a.go."
     assert inspect(s)["skipped"] == {"assistant.turn_end": 1, "assistant.turn_start": 1, "subagent:assistant.message": 1}
+
+
+def test_oh_my_pi_records_in_pi_format():
+    """oh-my-pi (can1357/oh-my-pi, session/session-entries.ts at 01d016ca) writes pi's format with
+    a fixed-width `title` slot before the header, audit and usage entries, a `developer` role for
+    its reminders, and `reset_boundary` for `/clear`. None is unknown; the slot does not make the
+    tree linear (the abandoned branch `b` stays out); the reminder is not the user's."""
+    entry = {"timestamp": "2026-08-21T19:21:11.352Z"}
+    s = pi.load([
+        {"type": "title", "v": 1, "title": "Use pullfrog not bullfrog", "source": "auto", "updatedAt": "t", "pad": "   "},
+        {"type": "session", "version": 3, "id": "01a025c5", "timestamp": "t", "cwd": "/Users/bnjoroge/preloop"},
+        {**entry, "type": "message", "id": "a", "parentId": None, "message": {"role": "user", "content": "set up bullfrog"}},
+        {**entry, "type": "message", "id": "b", "parentId": "a", "message": {"role": "user", "content": "abandoned"}},
+        {**entry, "type": "title_change", "id": "c", "parentId": "a", "title": "Set up bullfrog", "source": "auto"},
+        {**entry, "type": "reset_boundary", "id": "d", "parentId": "c"},
+        {**entry, "type": "ttsr_injection", "id": "e", "parentId": "d", "injectedRules": ["preloop-submit-before-push"]},
+        {**entry, "type": "message", "id": "f", "parentId": "e", "message": {"role": "developer", "content": [
+            {"type": "text", "text": "<system-reminder>\nYou stopped with 3 incomplete todo item(s):\n</system-reminder>"}]}},
+        {**entry, "type": "message", "id": "g", "parentId": "f", "message": {"role": "user", "content": "Use pullfrog"}},
+    ])
+    report = inspect(s)
+    assert report["unknown_records"] == {} and report["warnings"] == []
+    assert report["skipped"] == {"off-branch": 1, "title": 1, "title_change": 1, "ttsr_injection": 1}
+    assert [(m.text[:16], m.compacted, m.starts_turn) for m in s.messages] == [
+        ("set up bullfrog", True, True),  # before the /clear: no longer in the model's context
+        ("<system-reminder", False, False),
+        ("Use pullfrog", False, True),
+    ]
+    assert [m.user_text for _, m in user_requests(s.messages)] == ["set up bullfrog", "Use pullfrog"]

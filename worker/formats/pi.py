@@ -24,6 +24,7 @@ from typing import Any
 
 from ..session import Message, Session, TextPart, ToolResultPart, message_id
 from ._common import (
+    HARNESS,
     INJECTED,
     Noise,
     Source,
@@ -46,10 +47,17 @@ HARNESS_NOISE: tuple[Noise, ...] = (
 # Entry types (packages/coding-agent/src/core/session-manager.ts SessionEntry union) with no
 # conversation content: settings, labels, extension state.
 KNOWN_SKIP = {"model_change", "thinking_level_change", "label", "session_info", "custom"}
+# oh-my-pi (can1357/oh-my-pi, a pi fork) writes the same format with more of them
+# (packages/coding-agent/src/session/session-entries.ts at 01d016cac40ff3e15df51753e62af8b85e9fcf77):
+# audit, usage and replay records, none in the model's context, and a fixed-width `title` slot as the
+# first line, before the header. Its `reset_boundary` (`/clear`) ends the context the model holds.
+OMP_SKIP = {"title_change", "ttsr_injection", "model_usage", "service_tier_change", "archive", "credential_pin",
+            "session_init", "mode_change"}
+HEADERS = {"session", "title"}  # not entries: no id, no place in the tree
 
 
 def _active_branch(records: list[tuple[int, Any]], skipped: Counter[str]) -> list[tuple[int, Any]]:
-    entries = [(n, r) for n, r in records if isinstance(r, dict) and r.get("type") != "session"]
+    entries = [(n, r) for n, r in records if isinstance(r, dict) and r.get("type") not in HEADERS]
     by_id = {r["id"]: (n, r) for n, r in entries if isinstance(r.get("id"), str)}
     if not by_id or len(by_id) != len(entries):
         return records  # linear (older format) or ids missing: keep file order
@@ -58,7 +66,7 @@ def _active_branch(records: list[tuple[int, Any]], skipped: Counter[str]) -> lis
     while isinstance(cur, str) and cur in by_id and cur not in path:
         path.add(cur)
         cur = by_id[cur][1].get("parentId")
-    kept = [(n, r) for n, r in records if not isinstance(r, dict) or r.get("type") == "session" or r.get("id") in path]
+    kept = [(n, r) for n, r in records if not isinstance(r, dict) or r.get("type") in HEADERS or r.get("id") in path]
     if len(kept) < len(records):
         skipped["off-branch"] += len(records) - len(kept)
     return kept
@@ -85,8 +93,13 @@ def load(src: Source) -> Session:
         if etype == "session":
             header = rec
             continue
-        if etype in KNOWN_SKIP:
+        if etype in KNOWN_SKIP or etype in OMP_SKIP or etype == "title":
             skipped[str(etype)] += 1
+            continue
+        if etype == "reset_boundary":
+            for m in out:
+                m.compacted = True
+            counts["reset_boundary"] += 1
             continue
         if etype == "compaction":
             summary = str(rec.get("summary") or "")
@@ -182,6 +195,25 @@ def _message(raw: dict[str, Any], eid: str, ts: Any, names: dict[str, str], n: i
     if role == "compactionSummary":
         text = f"{SUMMARY_PREFIX}\n\n<summary>\n{raw.get('summary', '')}\n</summary>"
         return Message(id=eid, role="user", parts=[TextPart(text=text)], timestamp=ts, is_summary=True)
+    if role == "pythonExecution" and raw.get("excludeFromContext"):
+        skipped["pythonExecution(excluded)"] += 1
+        return None
+    if role in ("developer", "hookMessage", "fileMention", "pythonExecution"):
+        # oh-my-pi's own roles (session/messages.ts): a developer-role reminder, a hook's message, the
+        # files an `@` mention attached, the user's python cell; the CLI's content, never the user's words.
+        if role == "fileMention":
+            files = [f for f in raw.get("files") or [] if isinstance(f, dict)]
+            text = "\n\n".join(f"{f.get('path', '')}\n{f.get('content') or ''}" for f in files)
+        elif role == "pythonExecution":
+            text = f"Ran python\n```\n{raw.get('code', '')}\n```\n{raw.get('output', '')}"
+            if raw.get("exitCode") not in (0, None):
+                text += f"\n\nCommand exited with code {raw.get('exitCode')}"
+        else:
+            text = block_text(content)
+        meta: dict[str, Any] = {INJECTED: True, "role": role}
+        if role == "pythonExecution":
+            meta[HARNESS] = ["pythonExecution"]  # its output's errors are still mined
+        return Message(id=eid, role="user", parts=[TextPart(text=text)], timestamp=ts, meta=meta)
     if role in ("custom", "branchSummary"):
         text = block_text(content) if role == "custom" else f"{BRANCH_PREFIX}\n\n<summary>\n{raw.get('summary', '')}\n</summary>"
         return Message(id=eid, role="user", parts=[TextPart(text=text)], timestamp=ts, meta={INJECTED: True})
