@@ -388,6 +388,7 @@ def test_copilot_cli_event_types_from_its_session_events_schema():
             {"toolCallId": "custom_call_3", "name": "apply_patch", "type": "custom", "arguments":
              "*** Begin Patch\n*** Update File: /repo/pkg/osutil/rename_windows.go\n@@\n-a\n+b\n*** End Patch"}]}),
         ("tool.execution_complete", {"toolCallId": "custom_call_3", "success": True, "result": {"content": "Done"}}),
+        ("system.message", {"role": "system", "content": "You are the GitHub Copilot CLI"}),  # logged again
         ("session.context_changed", {"cwd": "/repo", "branch": "fix/flaky"}),
         ("session.hologram", {}),
     )
@@ -408,7 +409,8 @@ def test_copilot_cli_event_types_from_its_session_events_schema():
     assert patched is not None and patched.changed
     report = inspect(s)
     assert report["unknown_records"] == {"event:session.hologram": 1}
-    assert report["skipped"] == {"assistant.turn_end": 1, "assistant.turn_start": 1, "hook.start": 1}
+    assert report["skipped"] == {"assistant.turn_end": 1, "assistant.turn_start": 1, "hook.start": 1,
+                                 "system.message(repeated)": 1}
 
 
 def test_copilot_cli_compaction_truncation_and_sub_agents():

@@ -13,7 +13,8 @@ every field read here is there since Copilot CLI 1.0.72, 29b071bbd715277ee892805
   `assistant.reasoning` holds a whole thought.
 - `tool.execution_start` names the tool again; `tool.execution_complete` answers it by
   `toolCallId`: `success`, `result.content` (what the model saw), `error.message`.
-- `system.message`: the system / developer prompt, sent again with each user prompt.
+- `system.message`: the system / developer prompt, logged again with each user prompt; the model
+  holds one, so the same prompt again is counted and skipped.
 - `session.compaction_complete`: `summaryContent` replaced `messagesRemoved` of the
   `preCompactionMessagesLength` messages the model held; `session.truncation` dropped the oldest
   `messagesRemovedDuringTruncation` without a summary.
@@ -85,6 +86,7 @@ def load(src: Source) -> Session:
     header: dict[str, Any] = {}
     cwd: str | None = None
     open_assistant: Message | None = None  # consecutive assistant events: one message
+    system_prompt: Any = None  # the latest system.message's content
     for n, rec in load_records(src, warnings):
         if not isinstance(rec, dict) or not isinstance(rec.get("data"), dict):
             warnings.append(f"line {n}: not an event object, skipped")
@@ -128,6 +130,11 @@ def load(src: Source) -> Session:
                     id=cid, name=names[cid], arguments=args if isinstance(args, (dict, str)) else {})]))
             counts[event] += 1
             continue
+        if event == "system.message":
+            if data.get("content") == system_prompt:
+                skipped["system.message(repeated)"] += 1
+                continue
+            system_prompt = data.get("content")
         open_assistant = None
         made = _other(event, data, eid, ts, names, out, n, warnings, unknown)
         if made is not None:
