@@ -46,8 +46,8 @@ from ._common import (
 )
 
 # Persisted event types with no content for the model (session-events.ts): lifecycle and
-# bookkeeping, hooks and permission prompts (a denied tool still answers with its own
-# `tool.execution_complete`), and what the UI shows (warnings, notifications, plan and title).
+# bookkeeping, sub-agent lifecycle, hooks and permission prompts (a denied tool still answers with
+# its own `tool.execution_complete`), and what the UI shows (warnings, errors, notifications, plan).
 KNOWN_SKIP = {
     "assistant.turn_start", "assistant.turn_end", "hook.start", "hook.end", "permission.requested",
     "permission.completed", "session.plan_changed", "session.model_change", "session.mode_changed",
@@ -58,9 +58,9 @@ KNOWN_SKIP = {
     "tool.user_requested", "abort",
 }
 CONTEXT_EVENTS = {"session.start", "session.resume", "session.context_changed"}
-# Types that make a file this format: no other importer's records have a `data` object under them.
 # Events that change what the model holds without a message of their own.
 HISTORY_EVENTS = {"session.compaction_complete", "session.truncation"}
+# Types that make a file this format: no other importer's records have a `data` object under them.
 DETECT_TYPES = {"session.start", "session.resume", "user.message", "assistant.message", "tool.execution_start",
                 "tool.execution_complete"}
 
