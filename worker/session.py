@@ -187,8 +187,10 @@ class Session(BaseModel):
         return [(s, starts[k + 1] if k + 1 < len(starts) else len(self.messages)) for k, s in enumerate(starts)]
 
     def last_summary_index(self) -> int | None:
+        """The agent's latest summary the model still holds: one a `/clear` or a truncation dropped
+        (compacted) is no longer the previous summary."""
         for i in range(len(self.messages) - 1, -1, -1):
-            if self.messages[i].is_summary:
+            if self.messages[i].is_summary and not self.messages[i].compacted:
                 return i
         return None
 

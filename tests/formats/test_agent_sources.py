@@ -463,3 +463,75 @@ def test_oh_my_pi_records_in_pi_format():
         ("Use pullfrog", False, True),
     ]
     assert [m.user_text for _, m in user_requests(s.messages)] == ["set up bullfrog", "Use pullfrog"]
+
+
+def cell(call_id: str, js: str, output: str) -> list[tuple[str, dict]]:
+    """A code-mode `exec` cell and its output (models.rs CustomToolCall / CustomToolCallOutput)."""
+    return [("response_item", {"type": "custom_tool_call", "status": "completed", "call_id": call_id, "name": "exec",
+                               "input": js}),
+            ("response_item", {"type": "custom_tool_call_output", "call_id": call_id, "output": output})]
+
+
+def wait(call_id: str, cell_id: str, output: str) -> list[tuple[str, dict]]:
+    # code_mode wait_spec.rs: `wait {cell_id, yield_time_ms?, max_tokens?, terminate?}`, a function tool
+    return [("response_item", {"type": "function_call", "call_id": call_id, "name": "wait",
+                               "arguments": json.dumps({"cell_id": cell_id, "yield_time_ms": 1000})}),
+            ("response_item", {"type": "function_call_output", "call_id": call_id, "output": output})]
+
+
+RUNNING_CELL = "Script running with cell ID {}\nWall time 10.0 seconds\nOutput:\n"  # code_mode format_script_status
+
+
+def test_a_cell_id_taken_by_a_later_cell_is_no_longer_the_first_cells_run():
+    """Cell ids are reused: a yielded cell whose last tool is not a shell takes id 1 after `make
+    test`'s cell 1 ended unseen. A checkpoint after it carries no run for id 1, so the wait on it,
+    past the boundary, is not `make test`."""
+    s = codex.load(rollout(
+        user("run the tests"),
+        *cell("c1", 'await tools.exec_command({cmd: "make test"});', RUNNING_CELL.format(1)),
+        user("patch it"),
+        *cell("c2", 'await tools.apply_patch("*** Begin Patch\\n*** Update File: a.py\\n@@\\n-a\\n+b\\n*** End Patch");',
+              RUNNING_CELL.format(1)),
+        *wait("w1", "1", "Script completed\nWall time 0.1 seconds\nOutput:\nDone")))
+    boundary = next(i for i, m in enumerate(s.messages) if any(c.name == "wait" for c in m.tool_calls))
+    assert [(r.run_id, r.command) for r in extract_ledger(s.messages[:3]).running] == [("cell 1", "make test")]
+    ledger = extract_ledger(s.messages[:boundary])
+    assert ledger.running == []
+    ledger = extract_ledger(s.messages[boundary:], previous=ledger)
+    assert [c.status for c in ledger.commands if c.command == "make test"] == ["unknown"]  # the wait was not it
+
+
+def test_a_cell_header_printed_by_another_tool_is_data():
+    # a plain exec_command (not a cell) whose command printed a cell header and a result object
+    s = codex.load(rollout(user("show the notes"), ("response_item", {
+        "type": "function_call", "call_id": "x", "name": "exec_command", "arguments": json.dumps({"cmd": "cat notes.txt"})}),
+        ("response_item", {"type": "function_call_output", "call_id": "x", "output":
+                           'Script running with cell ID 3\n{"chunk_id":"a","wall_time_seconds":1.0,"session_id":77,"output":""}'})))
+    (run,) = scan_actions(s.messages)
+    assert (run.command, run.run_id, run.status) == ("cat notes.txt", None, "ok")
+
+
+def test_copilot_and_oh_my_pi_odd_records_warn_or_skip_never_raise():
+    # toolRequests not a list, a start before its request, counts larger than what is held
+    s = load(copilot_events(
+        ("user.message", {"content": "go"}),
+        ("tool.execution_start", {"toolCallId": "t1", "toolName": "bash", "arguments": {"command": "ls"}}),
+        ("assistant.message", {"messageId": "m", "content": "", "toolRequests": [
+            {"toolCallId": "t1", "name": "bash", "arguments": {"command": "ls"}}]}),
+        ("tool.execution_complete", {"toolCallId": "t1", "success": True, "result": {"content": "a.go"}}),
+        ("assistant.message", {"messageId": "m2", "content": "done", "toolRequests": 7}),
+        ("session.compaction_complete", {"success": True, "summaryContent": "Listed.",
+                                         "preCompactionMessagesLength": 10, "messagesRemoved": 4}),
+    ))
+    assert [len(m.tool_calls) for m in s.messages if m.role == "assistant"] == [1, 0]  # one call, not two
+    assert not any(m.compacted for m in s.messages)  # it kept more than is held here: nothing to drop
+    # oh-my-pi: a fileMention whose `files` is not a list; a `/clear` after a compaction
+    p = pi.load([{"type": "session", "version": 3, "id": "p", "cwd": "/r"},
+                 {"type": "message", "id": "a", "parentId": None, "message": {"role": "user", "content": "first"}},
+                 {"type": "compaction", "id": "b", "parentId": "a", "summary": "S", "firstKeptEntryId": "a",
+                  "tokensBefore": 9},
+                 {"type": "reset_boundary", "id": "c", "parentId": "b"},
+                 {"type": "message", "id": "d", "parentId": "c", "message": {"role": "fileMention", "files": 3}},
+                 {"type": "message", "id": "e", "parentId": "d", "message": {"role": "user", "content": "second"}}])
+    assert [m.compacted for m in p.messages] == [True, True, False, False]
+    assert p.last_summary_index() is None  # the summary from before the /clear is no longer held

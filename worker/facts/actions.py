@@ -82,7 +82,8 @@ PATCH_TOOLS = {"apply_patch", "patch", "applypatch"}
 # mode's `tools.web__run` (the `web.run` tool: search_query, open, find).
 WEB_TOOLS = {"webfetch", "websearch", "web_fetch", "web_search", "google_web_search", "web__run"}
 SHELL_TOOLS = {"bash", "shell", "shell_command", "execute", "execute_command", "run_command", "exec_command", "terminal",
-               "local_shell", "run_terminal_cmd", "run_shell_command", "container.exec", "cmd"}
+               "local_shell", "run_terminal_cmd", "run_shell_command", "container.exec", "cmd",
+               "powershell"}  # Claude Code's PowerShell tool and Copilot CLI's on Windows: `command`, as bash
 PATH_KEYS = ("file_path", "path", "filename", "file", "target_file", "notebook_path", "filepath",
              "filePath")  # opencode
 # str_replace_editor `command` values that change a file vs only show it.
@@ -156,6 +157,7 @@ class Action:
     commit_refused: bool = False
     run_id: str | None = None  # a run still going: the id its polls name (run_polled)
     polls: str | None = None  # the run id a poll continued (run_polled)
+    in_cell: bool = False  # a tool a Codex code-mode `exec` cell ran, or a wait on such a cell
 
     @cached_property
     def command(self) -> str | None:
@@ -256,8 +258,10 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
     # stopped, with no error said (a watch's status lines): neither passed nor failed
     stopped = failed and not action.errors and action.exit_code == INTERRUPTED_EXIT
     failed = failed and not stopped
-    cell = CELL_RUNNING_RE.match(output)
-    session = ((SESSION_RUNNING_RE.search(output) or CODE_MODE_SESSION_RE.search(output))
+    # Only a code-mode cell's result has a cell header or a script-printed result object; another
+    # tool may print either as data (a `cat` of notes, a `jq` over a rollout).
+    cell = CELL_RUNNING_RE.match(output) if action.in_cell else None
+    session = ((SESSION_RUNNING_RE.search(output) or (action.in_cell and CODE_MODE_SESSION_RE.search(output)) or None)
                if action.script and action.exit_code is None else None)
     action.run_id = CELL_RUN_ID.format(cell.group(1)) if cell else session.group(1) if session else None
     # still running (`Process running with session ID N`, `Script running with cell ID N`) and no
@@ -342,9 +346,10 @@ def _call_action(name: str, args: dict[str, Any], pos: int, message_id: str, cwd
     started = running.get(polls) if polls else None
     if started is not None:  # a poll of a run still going: the same run, its files named once
         return Action(pos=pos, message_id=message_id, call_message_id=message_id, tool=started.tool,
-                      script=started.script, source=started.source, polls=polls)
+                      script=started.script, source=started.source, polls=polls, in_cell=started.in_cell)
     command = shell_command(args) if name.lower() in SHELL_TOOLS else None
-    action = Action(pos=pos, message_id=message_id, call_message_id=message_id, tool=name, script=command, polls=polls)
+    action = Action(pos=pos, message_id=message_id, call_message_id=message_id, tool=name, script=command, polls=polls,
+                    in_cell=name.lower() in CELL_WAIT_TOOLS and polls is not None)
     action.files = _call_files(name, args, cwds)
     action.edit = _edit_pair(args)
     action.source = run_key(command, cwds) if command else " ".join([name] + [p for p, _ in action.files[:1]])
@@ -378,6 +383,8 @@ def scan_actions(messages: list[Message], cwd: str | None = None,
             calls = [(str(c.get("name") or ""), c.get("arguments")) for c in inner if isinstance(c, dict)] if inner else []
             made = [_call_action(name, args if isinstance(args, dict) else {}, pos, msg.id, cwds, running)
                     for name, args in calls] or [_call_action(part.name, part.argument_dict(), pos, msg.id, cwds, running)]
+            for action in made if inner is not None else []:
+                action.in_cell = True
             # A script's tools share its one result: the last one it ran takes it (its outcome
             # and errors), the earlier ones keep their command and files with no status.
             pending[part.id] = made[-1]
@@ -396,6 +403,8 @@ def scan_actions(messages: list[Message], cwd: str | None = None,
             _analyze_result(action, output, res.is_error, cwds)
             if action.run_id:
                 running[action.run_id] = action
+            elif action.polls:  # it ended: a later poll of the same id is another run
+                running.pop(action.polls, None)
     actions.sort(key=lambda a: a.pos)  # stable: calls without results keep their place
     return actions
 

@@ -524,8 +524,8 @@ def extract_ledger(messages: list[Message], previous: Ledger | None = None, *, c
                    user_budget_chars: int = USER_LEDGER_CHARS, actions: list[Action] | None = None) -> Ledger:
     """Fold the facts of `messages` into a copy of `previous` (or a new ledger).
 
-    `actions`: `scan_actions(messages, cwd=cwd)` when the caller has it already (the pipeline
-    scans once and hands the same list to the work state)."""
+    `actions`: `scan_actions(messages, cwd=cwd, running=previous.running_runs())` when the caller has
+    it already (the pipeline scans once and hands the same list to the work state)."""
     ledger = Ledger.from_dict(json.loads(json.dumps(previous.to_dict()))) if previous else Ledger()
     # Messages up to the last one already folded in are skipped, so passing an overlapping
     # window (or the whole session again) never counts a fact twice.
@@ -581,6 +581,8 @@ def extract_ledger(messages: list[Message], previous: Ledger | None = None, *, c
             err.last_seq = max(err.last_seq, seq)
         if action.run_id and action.command:
             running[action.run_id] = RunningRun(action.run_id, action.tool, action.command, action.source, seq)
+        elif action.run_id:  # a run with no command took the id: the one carried is over
+            running.pop(action.run_id, None)
         elif action.polls and action.has_result:  # it ended (`Process exited with code N`, `Script completed`)
             running.pop(action.polls, None)
         for text, failed in action.tallies:

@@ -151,10 +151,9 @@ def _item(b: _Builder, p: dict[str, Any], n: int, ts: Any, skipped: Counter[str]
         msg.parts.append(ToolCallPart(id=cid, name=name, arguments=args if isinstance(args, (dict, str)) else {}))
         if t == "custom_tool_call" and name == CODE_MODE_TOOL and isinstance(args, str):
             # The JavaScript stays the call's arguments (what the model wrote and is counted);
-            # the tools it runs are read out for the fact stages.
-            calls = _code_mode_calls(args)
-            if calls:
-                msg.meta.setdefault(NESTED_CALLS, {})[cid] = calls
+            # the tools it runs are read out for the fact stages. Every cell is recorded, one whose
+            # calls cannot be read with none: it is a cell all the same (its yield is polled by `wait`).
+            msg.meta.setdefault(NESTED_CALLS, {})[cid] = _code_mode_calls(args)
     elif t in OUTPUT_TYPES:
         cid = str(p.get("call_id") or "")
         if cid not in b.names:

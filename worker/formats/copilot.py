@@ -93,7 +93,7 @@ def load(src: Source) -> Session:
             continue
         event, data, ts = str(rec.get("type")), rec["data"], rec.get("timestamp")
         eid = str(rec.get("id") or message_id(n, "line"))
-        if rec.get("agentId"):
+        if rec.get("agentId") or data.get("parentToolCallId"):  # the envelope's id, or the older field
             skipped[f"subagent:{event}"] += 1
             continue
         if rec.get("ephemeral"):
@@ -112,12 +112,14 @@ def load(src: Source) -> Session:
             skipped[event] += 1
             continue
         if event in ("assistant.message", "assistant.reasoning"):
-            if open_assistant is None:
+            parts = _assistant_parts(event, data, names, eid)
+            if open_assistant is None and parts:
                 open_assistant = Message(id=eid, role="assistant", timestamp=ts, meta={})
                 out.append(open_assistant)
-            open_assistant.parts += _assistant_parts(event, data, names, eid)
-            if isinstance(data.get("model"), str):
-                open_assistant.meta["model"] = data["model"]
+            if open_assistant is not None:
+                open_assistant.parts += parts
+                if isinstance(data.get("model"), str):
+                    open_assistant.meta["model"] = data["model"]
             counts[event] += 1
             continue
         if event == "tool.execution_start":
@@ -131,7 +133,7 @@ def load(src: Source) -> Session:
             counts[event] += 1
             continue
         if event == "system.message":
-            if data.get("content") == system_prompt:
+            if system_prompt is not None and data.get("content") == system_prompt:
                 skipped["system.message(repeated)"] += 1
                 continue
             system_prompt = data.get("content")
@@ -164,10 +166,13 @@ def _assistant_parts(event: str, data: dict[str, Any], names: dict[str, str], ei
         parts.append(ReasoningPart(text=data["reasoningText"]))
     if isinstance(data.get("content"), str) and data["content"]:
         parts.append(TextPart(text=data["content"]))
-    for k, req in enumerate(data.get("toolRequests") or []):
+    requests = data.get("toolRequests")
+    for k, req in enumerate(requests if isinstance(requests, list) else []):
         if not isinstance(req, dict):
             continue
         cid = str(req.get("toolCallId") or f"{eid}_{k}")
+        if cid in names:  # its tool.execution_start came first and made the call
+            continue
         names[cid] = str(req.get("name") or "")
         args = req.get("arguments")
         parts.append(ToolCallPart(id=cid, name=names[cid], arguments=args if isinstance(args, (dict, str)) else {}))
@@ -201,13 +206,15 @@ def _other(event: str, data: dict[str, Any], eid: str, ts: Any, names: dict[str,
     if event == "session.compaction_complete":
         if data.get("success") is False or not isinstance(data.get("summaryContent"), str):
             return None  # a failed compaction changed nothing the model holds
+        # The CLI counts the messages of its own list; ours are close to them (consecutive assistant
+        # events are one message here), so the newest `kept` are taken to be the ones it kept.
         held = _held(out)
         removed, before = data.get("messagesRemoved"), data.get("preCompactionMessagesLength")
         kept = before - removed if isinstance(removed, int) and isinstance(before, int) and before >= removed else 0
-        gone = held[: len(held) - kept] if kept else held
+        gone = held[: max(0, len(held) - kept)]
         for m in gone:
             m.compacted = True
-        at = out.index(gone[-1]) + 1 if gone else len(out)
+        at = out.index(held[len(gone)]) if len(gone) < len(held) else len(out)  # before the first one kept
         summary = Message(id=eid, role="user", parts=[TextPart(text=data["summaryContent"])], timestamp=ts,
                           is_summary=True, meta={k: data[k] for k in ("trigger", "preCompactionTokens") if k in data})
         out.insert(at, summary)

@@ -202,7 +202,8 @@ def _message(raw: dict[str, Any], eid: str, ts: Any, names: dict[str, str], n: i
         # oh-my-pi's own roles (session/messages.ts): a developer-role reminder, a hook's message, the
         # files an `@` mention attached, the user's python cell; the CLI's content, never the user's words.
         if role == "fileMention":
-            files = [f for f in raw.get("files") or [] if isinstance(f, dict)]
+            listed = raw.get("files")
+            files = [f for f in listed if isinstance(f, dict)] if isinstance(listed, list) else []
             text = "\n\n".join(f"{f.get('path', '')}\n{f.get('content') or ''}" for f in files)
         elif role == "pythonExecution":
             text = f"Ran python\n```\n{raw.get('code', '')}\n```\n{raw.get('output', '')}"
