@@ -261,8 +261,9 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
     # Only a code-mode cell's result has a cell header or a script-printed result object; another
     # tool may print either as data (a `cat` of notes, a `jq` over a rollout).
     cell = CELL_RUNNING_RE.match(output) if action.in_cell else None
-    session = ((SESSION_RUNNING_RE.search(output) or (action.in_cell and CODE_MODE_SESSION_RE.search(output)) or None)
-               if action.script and action.exit_code is None else None)
+    session = None
+    if action.script and action.exit_code is None:
+        session = SESSION_RUNNING_RE.search(output) or (CODE_MODE_SESSION_RE.search(output) if action.in_cell else None)
     action.run_id = CELL_RUN_ID.format(cell.group(1)) if cell else session.group(1) if session else None
     # still running (`Process running with session ID N`, `Script running with cell ID N`) and no
     # error yet: no outcome
@@ -338,18 +339,29 @@ def run_polled(name: str, args: dict[str, Any]) -> str | None:
     return None
 
 
+def track_run(running: dict[str, Action], action: Action) -> None:
+    """Keep `running` (run id -> the run still going, newest last) current after `action`'s outcome:
+    a run still going takes its id; a poll that saw its run end frees it."""
+    if action.run_id:
+        running.pop(action.run_id, None)
+        running[action.run_id] = action
+    elif action.polls and action.has_result:
+        running.pop(action.polls, None)
+
+
 def _call_action(name: str, args: dict[str, Any], pos: int, message_id: str, cwds: list[str],
-                 running: dict[str, Action]) -> Action:
+                 running: dict[str, Action], in_cell: bool) -> Action:
     """One tool call as an Action without its result yet: command, files, edit, run key. `running`:
-    the runs still going, by run id (run_polled)."""
+    the runs still going, by run id (run_polled); `in_cell`: a tool a code-mode cell ran."""
     polls = run_polled(name, args)
+    in_cell = in_cell or (name.lower() in CELL_WAIT_TOOLS and polls is not None)
     started = running.get(polls) if polls else None
     if started is not None:  # a poll of a run still going: the same run, its files named once
         return Action(pos=pos, message_id=message_id, call_message_id=message_id, tool=started.tool,
-                      script=started.script, source=started.source, polls=polls, in_cell=started.in_cell)
+                      script=started.script, source=started.source, polls=polls, in_cell=in_cell or started.in_cell)
     command = shell_command(args) if name.lower() in SHELL_TOOLS else None
     action = Action(pos=pos, message_id=message_id, call_message_id=message_id, tool=name, script=command, polls=polls,
-                    in_cell=name.lower() in CELL_WAIT_TOOLS and polls is not None)
+                    in_cell=in_cell)
     action.files = _call_files(name, args, cwds)
     action.edit = _edit_pair(args)
     action.source = run_key(command, cwds) if command else " ".join([name] + [p for p, _ in action.files[:1]])
@@ -381,10 +393,10 @@ def scan_actions(messages: list[Message], cwd: str | None = None,
         for part in msg.tool_calls:
             inner = nested.get(part.id) if isinstance(nested, dict) else None
             calls = [(str(c.get("name") or ""), c.get("arguments")) for c in inner if isinstance(c, dict)] if inner else []
-            made = [_call_action(name, args if isinstance(args, dict) else {}, pos, msg.id, cwds, running)
-                    for name, args in calls] or [_call_action(part.name, part.argument_dict(), pos, msg.id, cwds, running)]
-            for action in made if inner is not None else []:
-                action.in_cell = True
+            in_cell = inner is not None
+            made = ([_call_action(name, args if isinstance(args, dict) else {}, pos, msg.id, cwds, running, in_cell)
+                     for name, args in calls]
+                    or [_call_action(part.name, part.argument_dict(), pos, msg.id, cwds, running, in_cell)])
             # A script's tools share its one result: the last one it ran takes it (its outcome
             # and errors), the earlier ones keep their command and files with no status.
             pending[part.id] = made[-1]
@@ -401,10 +413,7 @@ def scan_actions(messages: list[Message], cwd: str | None = None,
                 actions.append(action)
             action.pos, action.message_id = pos, msg.id
             _analyze_result(action, output, res.is_error, cwds)
-            if action.run_id:
-                running[action.run_id] = action
-            elif action.polls:  # it ended: a later poll of the same id is another run
-                running.pop(action.polls, None)
+            track_run(running, action)
     actions.sort(key=lambda a: a.pos)  # stable: calls without results keep their place
     return actions
 

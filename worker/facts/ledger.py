@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..session import GIT_BRANCH, Message
-from .actions import MARKUP_TAG_RE, Action, reruns, scan_actions
+from .actions import MARKUP_TAG_RE, Action, reruns, scan_actions, track_run
 from .output import error_findings
 from .shell import only_looks
 from .text import CUT_MARKER, code, cut_middle
@@ -200,7 +200,6 @@ class RunningRun:
     tool: str
     command: str
     source: str
-    last_seq: int = 0
 
 
 @dataclass
@@ -538,7 +537,7 @@ def extract_ledger(messages: list[Message], previous: Ledger | None = None, *, c
     files = {f.path: f for f in ledger.files}
     if actions is None:
         actions, skip = scan_actions(messages, cwd=cwd, running=ledger.running_runs()), 0
-    running = {r.run_id: r for r in ledger.running}
+    running = ledger.running_runs()
     for action in actions:
         if action.pos < skip:
             continue  # its outcome was folded in already
@@ -579,12 +578,7 @@ def extract_ledger(messages: list[Message], previous: Ledger | None = None, *, c
             err.test_ids = list(dict.fromkeys(err.test_ids + action.test_ids))[-MAX_IDS_PER_FACT:]
             err.resolved, err.resolved_by, err.resolved_by_command = False, None, None
             err.last_seq = max(err.last_seq, seq)
-        if action.run_id and action.command:
-            running[action.run_id] = RunningRun(action.run_id, action.tool, action.command, action.source, seq)
-        elif action.run_id:  # a run with no command took the id: the one carried is over
-            running.pop(action.run_id, None)
-        elif action.polls and action.has_result:  # it ended (`Process exited with code N`, `Script completed`)
-            running.pop(action.polls, None)
+        track_run(running, action)
         for text, failed in action.tallies:
             tally = next((t for t in ledger.tallies if t.text == text), None)
             if tally is None:
@@ -645,5 +639,7 @@ def extract_ledger(messages: list[Message], previous: Ledger | None = None, *, c
     ledger.commits = sorted(ledger.commits, key=lambda c: c.last_seq)[-MAX_COMMITS:]
     ledger.branches = sorted(ledger.branches, key=lambda b: b.last_seq)[-MAX_BRANCHES:]
     ledger.pull_requests = sorted(ledger.pull_requests, key=lambda p: p.last_seq)[-MAX_PULL_REQUESTS:]
-    ledger.running = sorted(running.values(), key=lambda r: r.last_seq)[-MAX_RUNNING:]
+    # A run with no command (a cell whose last tool is `apply_patch`) is none a later poll can be known by.
+    ledger.running = [RunningRun(run_id, a.tool, a.command, a.source)
+                      for run_id, a in running.items() if a.command][-MAX_RUNNING:]
     return ledger

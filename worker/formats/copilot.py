@@ -126,10 +126,8 @@ def load(src: Source) -> Session:
             cid = str(data.get("toolCallId") or "")
             if cid and cid not in names:  # a call no assistant message asked for (the user ran it)
                 open_assistant = None
-                names[cid] = str(data.get("toolName") or "")
-                args = data.get("arguments")
-                out.append(Message(id=eid, role="assistant", timestamp=ts, parts=[ToolCallPart(
-                    id=cid, name=names[cid], arguments=args if isinstance(args, (dict, str)) else {})]))
+                out.append(Message(id=eid, role="assistant", timestamp=ts,
+                                   parts=[_call(cid, data.get("toolName"), data.get("arguments"), names)]))
             counts[event] += 1
             continue
         if event == "system.message":
@@ -171,12 +169,15 @@ def _assistant_parts(event: str, data: dict[str, Any], names: dict[str, str], ei
         if not isinstance(req, dict):
             continue
         cid = str(req.get("toolCallId") or f"{eid}_{k}")
-        if cid in names:  # its tool.execution_start came first and made the call
-            continue
-        names[cid] = str(req.get("name") or "")
-        args = req.get("arguments")
-        parts.append(ToolCallPart(id=cid, name=names[cid], arguments=args if isinstance(args, (dict, str)) else {}))
+        if cid not in names:  # else its tool.execution_start came first and made the call
+            parts.append(_call(cid, req.get("name"), req.get("arguments"), names))
     return parts
+
+
+def _call(cid: str, name: Any, args: Any, names: dict[str, str]) -> ToolCallPart:
+    """A tool call; `names` learns its tool's name (a result names only the call id)."""
+    names[cid] = str(name or "")
+    return ToolCallPart(id=cid, name=names[cid], arguments=args if isinstance(args, (dict, str)) else {})
 
 
 def _other(event: str, data: dict[str, Any], eid: str, ts: Any, names: dict[str, str], out: list[Message], n: int,
