@@ -454,6 +454,28 @@ def test_typed_messages_go_before_pasted_ones_whatever_their_cue_words():
     assert [u.message_id for u in ledger.user_instructions][0] == typed
 
 
+def test_a_pasted_document_goes_after_typed_messages_even_when_short():
+    # flop-labs/technocore-chat (tune half): the user pastes a site checker's Markdown briefs ("# Implement
+    # sitemap.xml … ## Requirements … Must …"), each under 2k chars, between short typed instructions
+    # with no cue word ("deployment logic is in flop-core"). A brief opens as a document does
+    # (PASTE_START_RE); its cue words are the document's, so a tight budget keeps the typed ones.
+    b = Builder()
+    typed = [b.user("also deploy latest image to the box"), b.user("deployment logic is in flop-core")]
+    for name in ("sitemap.xml", "an MCP Server Card", "an API Catalog"):
+        b.user(f"# Implement {name}\n\n## Requirements\n\n- Serve it with HTTP 200\n- It must validate\n" + "x" * 900)
+    ledger = extract_ledger(b.messages, user_budget_chars=1500)
+    assert {u.message_id for u in ledger.user_instructions[:2]} == set(typed)
+
+
+def test_a_statement_before_a_question_asks_for_work():
+    from worker.facts.ledger import is_question
+
+    assert not is_question("create pr on flop-core. is there something on technocore to commit?")
+    assert not is_question("increase to much higher. 5 / second should be ok?")
+    assert is_question("ok. did you push?") and is_question("why? what broke?")  # chit-chat, or only questions
+    assert is_question("好的。测试通过了吗？") and is_question("v1.2.3 is out?")
+
+
 def test_user_instructions_newest_first_within_budget():
     b = Builder()
     ids = [b.user(f"instruction {i}: " + "x" * 900) for i in range(8)]
