@@ -371,9 +371,14 @@ def test_mise_errors_its_task_prefix_and_govulncheck():
     assert error_lines(out) == ["[lint:gomod] ERROR task failed"]
     assert only_summaries(error_lines(out)) and not only_summaries(error_lines(read("govulncheck_mise_task.txt")))
     assert first_meaningful_line(out) == "go module files modified, please commit result of 'go mod tidy'!"
-    # The task prefix comes off before the other rows look (golangci-lint under `[lint:go] `).
+    # The rows read past the task prefix (golangci-lint under `[lint:go] `); the kept line has it: it
+    # names the task that printed the line.
     assert error_lines("[lint:go] cmd/x.go:244:6: func f is unused (unused)\n[lint:go] ERROR task failed\n") == [
-        "cmd/x.go:244:6: func f is unused (unused)", "[lint:go] ERROR task failed"]
+        "[lint:go] cmd/x.go:244:6: func f is unused (unused)", "[lint:go] ERROR task failed"]
+    # The same line from two tasks (or the same task again) is one line.
+    assert error_lines("[test:a] rg: x: No such file or directory (os error 2)\n"
+                       "[test:b] rg: x: No such file or directory (os error 2)\n") == [
+        "[test:a] rg: x: No such file or directory (os error 2)"]
     # cc-orpheus_37b35585 (tune half; dougnukem/orpheus, MIT), record 5a438f8e: the failed task's
     # line, its ANSI-coloured output above it.
     assert "[rust:lint] ERROR task failed" in error_lines(read("rustfmt_check_mise_task.txt"))
@@ -445,9 +450,16 @@ def test_a_web_search_that_finds_error_text_did_not_fail():
 
 def test_a_tap_not_ok_line_is_the_failed_test():
     # jdx/hk (MIT): bats under a mise task, polled by Codex's write_stdin. TAP's `not ok 6 …` names
-    # the failed test; the plan line `1..7` and the `#` diagnostics under it are not the error.
+    # the failed test, and bats-core's `#   `cmd' failed` diagnostic the assertion that failed; the plan
+    # line `1..7` and the other `#` diagnostics (the output the assertion saw) are not the error.
     assert error_lines(read("bats_tap_not_ok_mise.txt")) == [
-        "not ok 6 check_list_files with non-zero exit should be an error"]
+        "[test:bats:libgit2] not ok 6 check_list_files with non-zero exit should be an error",
+        "[test:bats:libgit2] #   `assert_output --partial \"other-step – aborted\"' failed"]
+    # bats-core's own test (test/trace.bats): the failed command, and a `run` whose status was wrong.
+    assert error_lines("not ok 1 a complex failing test\n# (in test file t.bats, line 4)\n#   `[ $status -eq 0 ]' failed\n"
+                       "# 123\n") == ["not ok 1 a complex failing test", "#   `[ $status -eq 0 ]' failed"]
+    assert error_lines("not ok 2 x\n#   `run -1 false' failed with status 0\n") == [
+        "not ok 2 x", "#   `run -1 false' failed with status 0"]
     assert error_lines("not ok 3 - parses dates # TODO not yet") == []  # a TODO test is expected to fail
 
 
@@ -466,7 +478,7 @@ def test_escaped_output_is_read_as_the_lines_it_encodes():
         "mise ERROR error parsing config file: /private/tmp/entire-graph-trail10.saEL7x/mise.toml",
         "mise ERROR Config files in /private/tmp/entire-graph-trail10.saEL7x/mise.toml are not trusted."]
     # ... and under mise's task prefix, a go build error.
-    assert error_lines(read("codex_code_mode_go_build.txt")) == ["internal/sem/search.go:1839:6: undefined: containsString"]
+    assert error_lines(read("codex_code_mode_go_build.txt")) == ["[test:ci] internal/sem/search.go:1839:6: undefined: containsString"]
     # A literal backslash-n in ordinary output is only split, never turned into an error.
     assert error_lines('printf("done\\n")') == []
 
@@ -692,7 +704,7 @@ def test_pre_commit_hook_failure_and_a_ci_annotation():
     # ... record 95c2c0bc, `gh run view --log-failed`: github-script's core.setFailed message, annotated
     # `##[error]`; the step's `script:` input that quotes it is not the error.
     assert error_lines(read("gha_set_failed_log.txt")) == [
-        "Repo is dirty after build! Run yarn build locally before pushing changes."]
+        "##[error]Repo is dirty after build! Run yarn build locally before pushing changes."]
     runner = "Python / Mypy\tUNKNOWN STEP\t2026-05-07T12:35:04.8455101Z ##[error]Process completed with exit code 1.\n"
     assert error_lines(runner) == []  # which step failed, not why
     assert error_lines(runner.replace("##[error]", "##[warning]").replace("Process completed with exit code 1.",
@@ -748,7 +760,8 @@ def test_turbo_task_output_is_read_under_its_task_prefix():
     # cc-chkit_ae3fbe71 (tune half), line 288: `npx turbo run lint --force --filter='*'`; every line of a
     # task's output is prefixed `@chkit/plugin-typegen:lint: `, Biome's headers included.
     lines = error_lines(read("turbo_biome_lint_warnings.txt"))
-    assert lines[0] == "src/index.test.ts:337:11 lint/correctness/noUnusedVariables ! This variable outFile is unused."
+    assert lines[0] == ("@chkit/plugin-typegen:lint: src/index.test.ts:337:11 lint/correctness/noUnusedVariables ! "
+                        "This variable outFile is unused.")
     assert lines[-1] == "… 5 more lint errors in this output (biome)"
     # A location is not a task prefix: go test's `x_test.go:12: msg` keeps its file.
     assert error_lines("--- FAIL: TestParse (0.00s)\n    parse_test.go:12: got 3, want 4\nFAIL") == [
@@ -1009,7 +1022,7 @@ def test_oxfmt_check_lists_the_unformatted_files_and_its_count():
 def test_actions_oidc_failure_keeps_the_services_answer_from_the_untimed_log_lines():
     # chikachow/cyspbot session: `gh run view --log`, where a message's later lines carry no timestamp
     assert error_lines(read("gha_oidc_id_token_log.txt")) == [
-        "Error message: Failed to get ID Token.",
+        "##[error]Error message: Failed to get ID Token.",
         "Error Message: {\"source\":\"actions-run-service\",\"statusCode\":400,\"errorMessage\":\"Can't issue ID_TOKEN "
         "for audience 'https://github.com/apps/cyspbot'\"}"]
 
@@ -1070,3 +1083,33 @@ def test_a_docstring_raises_entry_printed_with_the_source_is_not_an_exception():
     out = read("python_docstring_raises_printed.txt")
     assert "        ValueError: If the threshold or holder count is not a valid t-of-n" in out.splitlines()
     assert error_lines(out) == []
+
+
+def test_rust_panics_and_stack_overflows_with_the_thread_id_of_rust_1_91():
+    # preloopdev/preloop (MIT), an oh-my-pi session (tune half), lines 254 and 88: since Rust 1.91
+    # (rust-lang/rust#115746) the panic and the stack-overflow lines carry the OS thread id.
+    assert error_lines(read("rust_panic_thread_id.txt"))[0] == (
+        "thread 'tests::fork_pr_runs_get_read_only_cache_access' (1483513954) panicked at "
+        "crates/preloop-runner-server/src/lib_tests.rs:6699:5: assertion `left == right` failed: "
+        "fork PR run must not reserve a cache entry")
+    assert error_lines(read("rust_stack_overflow_thread_id.txt"))[0] == (
+        "thread 'tests::official_semantics::expressions_within_depth_limit_still_parse' (1482512339) has overflowed its stack")
+    assert error_lines("thread 'main' has overflowed its stack\nfatal runtime error: stack overflow\n") == [
+        "thread 'main' has overflowed its stack"]  # before Rust 1.91
+
+
+def test_gh_failure_lines():
+    # The same session, line 70: `gh pr merge` refused, gh's failure icon `X` before the message.
+    assert error_lines(read("gh_pr_merge_not_mergeable.txt")) == [
+        "X Pull request preloopdev/preloop#140 is not mergeable: the merge commit cannot be cleanly created."]
+    # jdx/hk (MIT), a Codex Desktop session (tune half), line 898: `gh api graphql` on a GraphQL error.
+    assert error_lines(read("gh_api_graphql_error.txt")) == ["gh: Parent comment is already in a thread, cannot reply to it"]
+    # flop-labs/technocore-chat (Apache-2.0), a Claude Code session (tune half), line 18: `gh pr view` in a
+    # checkout whose remotes gh cannot map to a GitHub host (its exit status hidden by `| head`).
+    assert error_lines(read("gh_no_github_remote.txt")) == [
+        "none of the git remotes configured for this repository point to a known GitHub host. To tell gh about a "
+        "new GitHub host, please use `gh auth login`"]
+    # A failed step in `gh run view`'s job tree is indented under its job: the annotation says why.
+    assert error_lines("X build in 2m (ID 1)\n  ✓ Set up job\n  X Run cargo build\n\nANNOTATIONS\n"
+                       "X Process completed with exit code 101.\nbuild: .github#12\n") == [
+        "X Process completed with exit code 101."]

@@ -75,9 +75,10 @@ def test_go_lint_findings_are_kept_verbatim():
         "cmd/meow/main.go:106:24: emptyStringTest: replace `len(args[0]) > 0` with `args[0] != \"\"` (gocritic)"]
 
 
-def test_a_ci_log_prefix_and_annotation_come_off_the_line():
+def test_a_ci_log_prefix_comes_off_the_line_and_the_annotation_stays():
+    # The job, step and timestamp prefix is the log's; `##[error]` says a CI job printed the line.
     lines = error_lines(MEOW_CI_LOG)
-    assert lines[1] == "compiler/compiler.go:100:20: Error return value of `os.RemoveAll` is not checked (errcheck)"
+    assert lines[1] == "##[error]compiler/compiler.go:100:20: Error return value of `os.RemoveAll` is not checked (errcheck)"
     assert "fatal: bad revision 'origin/main'" in lines[0] and lines[0].startswith("level=warning msg=")
     assert error_lines(MEOW_GO_VERSION)[0] == (
         "Error: can't load config: the Go language version (go1.24) used to build golangci-lint is lower than the "

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..session import GIT_BRANCH, Message
 from .actions import MARKUP_TAG_RE, Action, reruns, scan_actions, track_run
-from .output import error_findings
+from .output import GHA_ANNOTATION_RE, TASK_PREFIX_RE, error_findings
 from .shell import only_looks
 from .text import CUT_MARKER, code, cut_middle
 
@@ -163,9 +163,10 @@ class ErrorFact:
     @property
     def key(self) -> str:
         # "Exit code 1" from two different commands are two different failures; a log line that
-        # repeats with a new timestamp or pid is one failure seen again (the first text is kept).
+        # repeats with a new timestamp or pid, in a CI job (`##[error]`) or another task (`[lint] `),
+        # is one failure seen again (the first text is kept).
         return f"{self.text}\x00{self.sources[-1] if self.sources else ''}" if self.exit_only else (
-            LOG_STAMP_RE.sub("#", LOG_STREAM_RE.sub("", self.text)))
+            LOG_STAMP_RE.sub("#", LOG_STREAM_RE.sub("", GHA_ANNOTATION_RE.sub("", TASK_PREFIX_RE.sub("", self.text)))))
 
 
 @dataclass

@@ -250,6 +250,7 @@ EXCEPTION_LINE_RE = re.compile(
     r"|Error \[ERR_[A-Z_]+\])(?::\s.*)?$")
 # mocha lists failing tests as `1) title` once it printed `N failing`; alone, `1) x` is any list.
 MOCHA_FAILING_RE = re.compile(r"^\s*\d+ failing\s*$")
+RUST_THREAD_ID = r"(?: \(\d+\))?"  # Rust 1.91+: the OS thread id after a thread's name (rust-lang/rust#115746)
 RUSTC_LOCATION_RE = re.compile(r"^\s*--> \S")  # rustc's primary span, `  --> file:line:col`
 PYTEST_CRASH_RE = re.compile(r"^\S+:\d+: \w[\w.]*$")  # pytest's reprcrash line under the `E` block
 PY_FRAME_RE = re.compile(r'^File "([^"]+)", line \d+')  # traceback's frame line (traceback.StackSummary.format)
@@ -765,6 +766,10 @@ def _after_error_code(lines: Lines, i: int) -> bool:
     return i > 0 and bool(OIDC_ERROR_CODE_RE.match(lines[i - 1][1]))  # blank lines are not in `lines`
 
 
+def _unindented(lines: Lines, i: int) -> bool:
+    return not lines[i][0][:1].isspace()
+
+
 def _gh_annotation(lines: Lines, i: int) -> bool:
     """Is this `X message` line a run annotation, as `gh run view`/`watch` prints one: the message,
     then `job: path#line` under it?"""
@@ -782,8 +787,7 @@ class Convention:
     the first project frame); `message` finds the line that says what a header line is about
     (Biome's `× message`), kept on the header's line, since neither is the error alone; `when`
     rejects a match its context shows is not a failure; a `heading` only names the failure, so
-    the lines under it come first; `task_prefix` keeps the mise task prefix (`[lint:go] `) on
-    the line, where it is what names the task; a `summary` says which run failed, not why, so a
+    the lines under it come first; a `summary` says which run failed, not why, so a
     result with nothing else is also remembered by its first meaningful line (`only_summaries`)."""
 
     name: str
@@ -793,7 +797,6 @@ class Convention:
     message: Callable[[list[tuple[str, str]], int], str | None] | None = None
     when: Callable[[list[tuple[str, str]], int], bool] | None = None
     heading: bool = False
-    task_prefix: bool = False
     summary: bool = False
 
 
@@ -995,10 +998,15 @@ CONVENTIONS: tuple[Convention, ...] = (
                "diagnosticMessages.json Module_name_0_was_not_resolved, Type_reference_directive_0_was_not_resolved; "
                "tests/baselines/reference/*.trace.json); why a TS2307 `Cannot find module` failed, kept after it",
                heading=True),
-    Convention("rust panic", _rx(r"^thread '.*' panicked at "),
+    Convention("rust panic", _rx(r"^thread '.*'" + RUST_THREAD_ID + " panicked at "),
                "Rust std: `thread 'main' panicked at src/main.rs:9:5:` and, from Rust 1.73, the message on the "
-               "next line (std/src/panicking.rs default_hook: `thread '{name}' panicked at {location}:\\n{msg}`)",
+               "next line (std/src/panicking.rs default_hook: `thread '{name}' panicked at {location}:\\n{msg}`); "
+               "from Rust 1.91 the OS thread id after the name, `thread 'main' (6543) panicked at` (rust-lang/rust#115746)",
                message=_panic_message),
+    Convention("rust stack overflow", _rx(r"^thread '.*'" + RUST_THREAD_ID + " has overflowed its stack$"),
+               "Rust std's guard-page handler: `thread 'main' has overflowed its stack`, then `fatal runtime error: "
+               "stack overflow` and SIGABRT (std/src/sys/pal/unix/stack_overflow.rs; the thread id from Rust 1.91, "
+               "rust-lang/rust#115746): which thread recursed, where cargo only says the test binary aborted"),
     Convention("go race", _rx(r"^WARNING: DATA RACE$"),
                "Go's race detector report: `WARNING: DATA RACE`, the two accesses' goroutine stacks, then "
                "`testing.go:N: race detected during execution of test` (ThreadSanitizer's report as Go prints it; "
@@ -1023,6 +1031,10 @@ CONVENTIONS: tuple[Convention, ...] = (
                "a TAP producer's failed test, `not ok 6 check_list_files with non-zero exit` (bats-core, node --test's "
                "TAP reporter, prove): the Test Anything Protocol's test line, `not ok <number> - <description>`, "
                "where a `# TODO` test was expected to fail (testanything.org, TAP version 13/14 specification)"),
+    Convention("bats failed command", _rx(r"^# {1,3}`.*' failed(?: with status \d+)?$"),
+               "bats-core's diagnostic under a `not ok` test: `# (in test file t.bats, line 4)`, then `#   `[ $status "
+               "-eq 0 ]' failed` (lib/bats-core/tracing.bash bats_print_failed_command; bats-core test/trace.bats): "
+               "the assertion or command that failed, which the test's name does not say"),
     Convention("bats count", _rx(r"^# bats warning: Executed \d+ instead of expected \d+ tests$"),
                "bats-core's test-count check: `# bats warning: Executed 0 instead of expected 20 tests`, then exit 1 "
                "(libexec/bats-core/bats, bats_test_count_validator): tests that never ran (a setup_file that failed, "
@@ -1067,7 +1079,7 @@ CONVENTIONS: tuple[Convention, ...] = (
     Convention("turbo task failure", _rx(r"(?:^|: )ERROR: command finished with error: command \(.+\) \S.* exited \(\d+\)$"),
                "Turborepo's failed task, under the task's own `pkg:task: ` log prefix: `pkg:task: ERROR: command finished "
                "with error: command (dir) npm run build exited (1)` (vercel/turborepo turborepo-tests/integration/tests/"
-               "run/continue.t); which task failed, its output above says why", task_prefix=True, summary=True),
+               "run/continue.t); which task failed, its output above says why", summary=True),
     Convention("powershell error", _rx(r"^(\S.*)$"),
                "PowerShell's error record (NormalView): the message, `At file:line char:col`, the `+ code` excerpt, then "
                "`+ CategoryInfo : …` and `+ FullyQualifiedErrorId : …` (PowerShell ErrorRecord view; a native "
@@ -1081,7 +1093,7 @@ CONVENTIONS: tuple[Convention, ...] = (
                "cargo (doc.rust-lang.org/cargo/reference/build-scripts.html), not causes", when=_under_caused_by),
     Convention("mise task failure", _rx(r"^ERROR task failed$"),
                "mise run: a failed task ends with `[task] ERROR task failed`, the task's prefix naming it "
-               "(jdx/mise src/task/task_results_display.rs exit_if_failed)", task_prefix=True, summary=True),
+               "(jdx/mise src/task/task_results_display.rs exit_if_failed)", summary=True),
     Convention("mise", _rx(r"^mise ERROR (?!Run with --verbose)\S"),
                "mise's logger: `mise ERROR msg`, then `mise ERROR Run with --verbose or MISE_VERBOSE=1 for more "
                "information` (a hint, not an error; jdx/mise src/logger.rs)"),
@@ -1159,10 +1171,14 @@ CONVENTIONS: tuple[Convention, ...] = (
                "a program naming itself: `psql: error: connection to server … failed: …` (PostgreSQL src/common/"
                "logging.c pg_log_generic_v, `%s: error: `), Python argparse's `prog: error: msg` "
                "(ArgumentParser.error)"),
-    Convention("github cli", _rx(r"(?:^|: )(?:HTTP [45]\d\d(?:: \S.*)? \(https?://\S+\)$|GraphQL: \S)"),
+    Convention("github cli", _rx(r"(?:^|: )(?:HTTP [45]\d\d(?:: \S.*)? \(https?://\S+\)$|GraphQL: \S)|^gh: \S"
+                                 r"|^none of the git remotes configured for this repository point to a known GitHub host\."),
                "gh's API errors: `HTTP 404: Not Found (https://api.github.com/…)` and `GraphQL: msg (path)` "
                "(cli/go-gh pkg/api/errors.go HTTPError.Error `HTTP %d: %s (%s)`, GraphQLError.Error `GraphQL: %s`), "
-               "also wrapped: `pull request create failed: GraphQL: …` (cli/cli pkg/cmd/pr/create/create.go)"),
+               "also wrapped: `pull request create failed: GraphQL: …` (cli/cli pkg/cmd/pr/create/create.go); `gh api`'s "
+               "`gh: <the server's error message>` / `gh: HTTP 422` (pkg/cmd/api/api.go processResponse); a repository "
+               "whose remotes gh cannot map to a host: `none of the git remotes configured for this repository point to "
+               "a known GitHub host. …` (gh's base-repository resolution, cli/cli context; exit 1)"),
     Convention("docker daemon", _rx(r"(?:^|: )Error response from daemon: \S"),
                "the Docker client's `Error response from daemon: msg`, the daemon's JSON `message` (moby client/"
                "request.go checkResponseErr), `docker: Error response …` from run/create (docker/cli "
@@ -1210,6 +1226,11 @@ CONVENTIONS: tuple[Convention, ...] = (
                "a run's failure annotation as `gh run view`/`watch` print it: `X Canceling since a higher priority "
                "waiting request for … exists`, then `job: .github#1` (cli/cli pkg/cmd/run/shared/presentation.go "
                "RenderAnnotations)", when=_gh_annotation),
+    Convention("gh failure", _rx(r"^X [A-Z][^\t]* [^\t]*$"),
+               "gh's failure line on stderr, its FailureIcon `X` (cli/cli pkg/iostreams/color.go) before the message: "
+               "`X Pull request owner/repo#140 is not mergeable: the merge commit cannot be cleanly created.` "
+               "(pkg/cmd/pr/merge/merge.go), `X Failed to …`; not a step of `gh run view`'s job tree, indented under its "
+               "job", when=_unindented),
     Convention("actions oidc", _rx(r"^Error Message: \S"),
                "@actions/core's OIDC client in a job's log: `Error Code : 400`, then `Error Message: <the service's "
                "answer>` (packages/core/src/oidc-utils.ts getCall, `Failed to get ID Token.`)", when=_after_error_code),
@@ -1298,11 +1319,13 @@ def _unprefixed(raw: str) -> str:
 
 
 def quoted_line(raw: str, line: str) -> str:
-    """The unwrapped `line` as the output shows it, for keeping: with the `<tool_use_error>` tags its
-    raw form has. A GitHub Actions annotation's `##[error]` stays off: the same error run locally,
-    without it, is the same fact."""
+    """The unwrapped `line` as the output shows it, for keeping: with the `<tool_use_error>` tags or
+    the GitHub Actions `##[error]` its raw form has, which say where it was printed (the harness, a
+    CI job). The same error run locally is still the same fact (`ErrorFact.key` drops the marker)."""
     shown = raw.strip()
     start = TOOL_USE_ERROR_OPEN if shown.startswith(TOOL_USE_ERROR_OPEN) else ""
+    annotation = GHA_ANNOTATION_RE.match(shown)
+    start += annotation.group(0) if annotation and not line.startswith(annotation.group(0)) else ""
     end = TOOL_USE_ERROR_CLOSE if shown.endswith(TOOL_USE_ERROR_CLOSE) else ""
     return start + line + end
 
@@ -1351,11 +1374,11 @@ def split_error_findings(output: str) -> tuple[list[tuple[str, str | None]], lis
                 text = m.group(1) if m.groups() else quoted_line(raw, line)
                 said = rule.message(lines, i) if rule.message else None
                 text = f"{text} {said}" if said else text
-                prefix, hk = kept[i][0], HK_STEP_PREFIX_RE.match(kept[i][0])
-                same = text  # hk reprints a failed step's stderr, unprefixed, at its end: the same line
-                text = prefix.lstrip() + text if rule.task_prefix or hk else text
-                found.append((rule.heading, text, rule.at(lines, i) if rule.at else None, rule.name,
-                              same if hk else text))
+                # The task runner's prefix stays on the line: it names the task that printed it (mise's
+                # `[test:bats:nogit] `). The line without it is what makes two lines the same: two
+                # tasks printing it, hk reprinting a failed step's stderr unprefixed at its end.
+                same, text = text, kept[i][0].lstrip() + text
+                found.append((rule.heading, text, rule.at(lines, i) if rule.at else None, rule.name, same))
                 break
     out: list[tuple[str, str | None]] = []
     further: list[tuple[str, str | None]] = []
@@ -1368,12 +1391,12 @@ def split_error_findings(output: str) -> tuple[list[tuple[str, str | None]], lis
         if same in shown:
             continue
         if name in LINT_ROWS:
-            rule = (name, _lint_rule(text))
+            rule = (name, _lint_rule(same))
             per_rule[rule] = per_rule.get(rule, 0) + 1
             if per_rule[rule] > MAX_LINT_LINES_PER_RULE or len(out) >= MAX_ERROR_LINES_PER_RESULT:
                 left_out[name] = left_out.get(name, 0) + 1
                 continue
-        group = PYTEST_SUMMARY_GROUP_RE.match(text) if name == "pytest summary" else None
+        group = PYTEST_SUMMARY_GROUP_RE.match(same) if name == "pytest summary" else None
         if group:
             key = (name, *group.groups())
             per_rule[key] = per_rule.get(key, 0) + 1
