@@ -807,3 +807,25 @@ def test_a_run_still_going_at_a_checkpoint_is_the_run_its_later_polls_continue()
     polls = [a for a in scan_actions(session.messages[started + 1 :], running=first.running_runs()) if a.polls == "39705"]
     assert polls and {a.command for a in polls} == {"go test -race ./..."}
     assert [a.exit_code for a in polls][-1] == 0
+
+
+def test_a_dense_summary_gives_the_users_messages_their_share_of_a_larger_window():
+    # codex-cli-pretext (tune half): thirty-odd briefs of ~1k chars; at an 8k window's summary the dense
+    # rendering keeps USER_BUDGET_CHARS of them, at a 32k window's a char per summary token, so the
+    # session's first working rules (the oldest brief) are not cut for newer ones.
+    from worker.facts.ledger import USER_BUDGET_CHARS
+    from worker.pipeline.checkpoint import user_budget_chars
+
+    b = Builder()
+    rules = b.user("Important working rules:\n- Do not bundle unrelated work into one commit.\n" + "r" * 400)
+    for i in range(20):
+        b.user(f"Brief {i}:\n- Keep the OCR architecture unchanged.\n" + "x" * 900)
+    ledger = extract_ledger(b.messages)
+
+    def quoted(limit: int) -> str:
+        return ledger_sections(ledger, "en", dense=True, summary_limit=limit)["Constraints & Preferences"].body()
+
+    assert user_budget_chars(3000) == USER_BUDGET_CHARS and user_budget_chars(12_000) == 12_000
+    assert "Do not bundle unrelated work" in quoted(12_000)  # the first brief, whole where the share allows
+    assert len(quoted(12_000)) > len(quoted(3000)) + 4000
+    assert rules in {u.message_id for u in ledger.user_instructions}

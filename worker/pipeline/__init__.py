@@ -177,7 +177,6 @@ class _Facts:
     lang: str
     sections: dict[str, Section]
     changed_since: list[str] = field(default_factory=list)  # files created or modified since the boundary
-    dense: dict[str, Section] = field(default_factory=dict)  # the same facts without repeats (a tight budget)
     cite: dict[str, str] = field(default_factory=dict)  # message id -> how the sections cite it
 
 
@@ -243,8 +242,7 @@ def _facts(session: Session, previous: Checkpoint | None) -> _Facts:
         "Relevant Files": facts["Relevant Files"],
     }
     changed = [path for a in actions for path, what in a.files if what in ("created", "modified")]
-    dense = {**sections, **ledger_sections(ledger, lang, cite, dense=True)}
-    return _Facts(since_boundary, ledger, state, lang, sections, list(dict.fromkeys(changed)), dense, cite)
+    return _Facts(since_boundary, ledger, state, lang, sections, list(dict.fromkeys(changed)), cite)
 
 
 @dataclass
@@ -485,7 +483,10 @@ def compact(
     sections, summary_text, summary_tokens, checkpoint_messages, after = _fit(
         {**facts.sections, **narrative}, facts.lang, split, plan, counter,
         budget, session.id, config.reference_prefix,
-        dense={**facts.dense, **_narrative_sections(_dense_goal(story.narrative, facts.ledger), facts.lang)},
+        # the same facts without repeats, for a tight budget: the user's messages cut to their share of it
+        dense={**facts.sections, **ledger_sections(facts.ledger, facts.lang, facts.cite, dense=True,
+                                                   summary_limit=summary_limit),
+               **_narrative_sections(_dense_goal(story.narrative, facts.ledger), facts.lang)},
         cite_ids=config.cite_ids)
     if not config.cite_ids:
         # The record keeps its ids (the page links facts to messages); the agent's text has none.

@@ -24,7 +24,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from ..facts.ledger import CommandFact, ErrorFact, Ledger, UserInstruction, budget_user_instructions
+from ..facts.ledger import (
+    USER_BUDGET_CHARS,
+    CommandFact,
+    ErrorFact,
+    Ledger,
+    UserInstruction,
+    budget_user_instructions,
+)
 from ..facts.shell import cut_command, only_looks, publishes, sets_up
 from ..facts.text import CITED_COMMAND_MAX_CHARS, code, command_line, command_result, cut_end, cut_middle
 from ..facts.workstate import WorkItem, WorkState
@@ -298,11 +305,18 @@ def _run_rank(c: CommandFact) -> int:
     return RANK_DETAIL if only_looks(c.command) else RANK_DONE
 
 
+def user_budget_chars(summary_limit: int) -> int:
+    """The user's messages' share of a dense summary: USER_BUDGET_CHARS, or a char per token of a
+    larger summary (about a quarter of it in English; a 32k window's keeps a long session's briefs)."""
+    return max(USER_BUDGET_CHARS, summary_limit)
+
+
 def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | None = None,
-                    dense: bool = False) -> dict[str, Section]:
+                    dense: bool = False, summary_limit: int = 0) -> dict[str, Section]:
     """Critical Context, Relevant Files and Constraints & Preferences, from the ledger; message
     ids as `cite` abbreviates them (session.cited_ids). `dense`: the same facts without repeats
-    (see ALIGNMENT_PAD_RE above): what a tight budget gets."""
+    (see ALIGNMENT_PAD_RE above): what a tight budget gets, the user's messages cut to their share
+    of a summary of `summary_limit` tokens."""
     t = fact_labels(lang)
     cite = cite or {}
 
@@ -391,7 +405,7 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
              for f in ledger.files]
     users, omitted = ledger.user_instructions, ledger.user_instructions_omitted
     if dense:  # a tight budget: the messages cut down to the user-message budget, as typed where they are short
-        users, more = budget_user_instructions(users)
+        users, more = budget_user_instructions(users, user_budget_chars(summary_limit))
         omitted += more
     if len(users) > 1:  # the task as first stated opens the section: a tight fit keeps it (the dense goal is its first line)
         first = min(users, key=lambda u: u.seq)
