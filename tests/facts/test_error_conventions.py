@@ -27,6 +27,7 @@ from worker.facts.output import (
     is_project_path,
     only_summaries,
     output_excerpt,
+    split_error_findings,
 )
 from worker.formats import codex
 from worker.pipeline.checkpoint import ledger_sections
@@ -800,13 +801,14 @@ def test_printing_a_source_or_doc_file_is_its_content_not_errors():
 
 def test_oxlint_miette_report_and_pnpm_lifecycle_failure():
     # opencode-prsui (tune half), message 7: `pnpm fix` runs oxlint, whose miette report off a
-    # terminal uses the ASCII theme; the rule's line with its location, the count, pnpm's summary.
-    assert error_findings(read("oxlint_miette_ascii_pnpm.txt")) == [
+    # terminal uses the ASCII theme; the rule's line with its location and pnpm's summary; oxlint's count
+    # where room is left (COUNT_ROWS).
+    assert split_error_findings(read("oxlint_miette_ascii_pnpm.txt")) == ([
         ("eslint-plugin-import(consistent-type-specifier-style): Prefer using a top-level type-only import instead "
          "of inline type specifiers.", "registry/new-york/editable-chip.tsx:10:3"),
-        ("Found 0 warnings and 3 errors.", None),
         ("[ELIFECYCLE] Command failed with exit code 1.", None),
-    ]  # the rule's two other lines say the same words: one fact
+    ], [("Found 0 warnings and 3 errors.", None)])  # the rule's two other lines say the same words: one fact
+    assert error_lines("Found 0 warnings and 3 errors.\n") == ["Found 0 warnings and 3 errors."]  # all it says
     assert only_summaries(["Found 0 warnings and 3 errors.", "[ELIFECYCLE] Command failed with exit code 1."])
     # A line that opens with `x ` but has no miette snippet under it is no diagnostic.
     assert error_lines("x marks the spot\nnothing here\n") == []
@@ -1113,3 +1115,32 @@ def test_gh_failure_lines():
     assert error_lines("X build in 2m (ID 1)\n  ✓ Set up job\n  X Run cargo build\n\nANNOTATIONS\n"
                        "X Process completed with exit code 101.\nbuild: .github#12\n") == [
         "X Process completed with exit code 101."]
+
+
+def test_esbuild_and_a_linters_closing_count():
+    # eitatech/gatomia-vscode (MIT), an opencode export (tune half), message 46: vitest on a `.ts` test holding
+    # JSX; vite's esbuild transform fails, `file:line:col: ERROR: text` under `Transform failed with 1 error:`.
+    lines = error_lines(read("esbuild_transform_failed_vitest.txt"))
+    assert lines[:2] == ["Error: Transform failed with 1 error:",
+                         "/Users/t798157/Projects/lab/gatomia-vscode/tests/unit/webview/cloud-agent-progress-view.test.ts:11:31: "
+                         "ERROR: Expected \">\" but found \"/\""]
+    # ... message 55: `npm run check` (Biome through ultracite): the rules' lines first, the closing count where
+    # room is left; ruff's count is the same sentence (crates/ruff printer.rs).
+    first, further = split_error_findings(read("biome_check_found_errors.txt"))
+    assert first[0][0].startswith("src/extension.ts:152:1 lint/style/useConsistentTypeDefinitions")
+    assert [text for text, _ in further] == ["Found 29 errors."]
+    assert split_error_findings("x.py:1:8: F401 [*] `os` imported but unused\nFound 1 error.\n")[1] == [
+        ("Found 1 error.", None)]
+    assert error_lines("Found 0 warnings and 0 errors.\n") == []
+
+
+def test_codex_tool_failures_that_quote_the_output():
+    # blackgirlbytes/pretext-handwriting-demo (MIT), a Codex CLI session (tune half), line 308: the sandbox stopped
+    # `npm run dev`; Codex reports it with Rust's Debug, `SandboxDenied { message: "…\r\n…" }`, the output escaped
+    # once (its quotes are not): node's `Error: listen EPERM …` is one of the lines it encodes.
+    assert error_lines(read("codex_sandbox_denied_listen.txt")) == [
+        "exec_command failed for `/bin/zsh -lc 'npm run dev'`: SandboxDenied { message: \"",
+        "Error: listen EPERM: operation not permitted 0.0.0.0:3000"]
+    # ... line 937: a poll of a session started without a tty.
+    assert error_lines(read("codex_write_stdin_closed.txt")) == [
+        "write_stdin failed: stdin is closed for this session; rerun exec_command with tty=true to keep stdin open"]

@@ -38,6 +38,9 @@ LINT_ROWS = frozenset({"eslint", "biome", "markdownlint", "golangci-lint", "rust
                        "oxlint"})
 MAX_LINT_LINES_PER_RULE = 1  # the same rule's next violation is the same fix in another place
 LINT_MORE = "… {n} more lint errors in this output ({rule})"
+# A linter's closing count (`Found 12 errors.`) adds no diagnostic: kept where room is left, after
+# the lines it counts, unless it is all the output says.
+COUNT_ROWS = frozenset({"lint summary"})
 # pytest's short summary names each failed test, `FAILED path::test - ExcType: msg`: a suite broken
 # one way fails tens of tests in one file with one exception. The first few of each (file, exception)
 # name it; a count stands for the rest, which a re-run lists again.
@@ -57,6 +60,10 @@ LINT_RULE_RES = (  # tried in order: the first that matches names the rule
 )
 ESCAPED_NEWLINE = "\\n"  # a backslash and an n: a newline inside a JSON or Rust-quoted string
 ESCAPED_QUOTE = '\\"'  # ... and the quote such a string escapes around the strings it holds
+# A Rust struct's Debug with a string field, as Codex reports a failed exec: `exec_command failed for `npm run dev`:
+# SandboxDenied { message: "\r\n> node server/index.js\r\n…Error: listen EPERM…", … }` (codex-rs ToolError,
+# SandboxErr::Denied): the command's output, escaped once, so its quotes are not.
+RUST_DEBUG_STRING_RE = re.compile(r'\b[A-Z]\w* \{ \w+: "')
 UNESCAPE_DEPTH = 3  # a Debug string inside a JSON string inside a script's output: three layers at most
 ERROR_LINE_MAX_CHARS = 400  # a minified-JS or HTML dump on one line is not an error message
 OUTPUT_EXCERPT_MAX_CHARS = 160  # a short output (like `345`) is a fact; a long one is a log
@@ -274,7 +281,7 @@ AGENT_TOOL_ERROR_RE = re.compile(
     r"|Found \d+ matches of the string to replace\b|Could not find (?:the exact text|edits\[\d+\]) in \S"
     r"|Found \d+ occurrences of the text in \S|No changes made to \S|oldString not found in content\b"
     r"|Could not find oldString in the file\b|Found multiple matches for oldString\b|apply_patch verification failed: \S"
-    r"|exec_command failed for `)")
+    r"|exec_command failed for `|write_stdin failed: \S)")
 GOLANGCI_LINE_RE = re.compile(r"^\S+\.go:\d+:\d+: \S.* \([\w-]+\)$")
 # stylish: `line:col  error  msg  rule`; a multi-line message (textlint's) ends with the rule
 # id on its last line, so the id is not required on the first.
@@ -900,9 +907,10 @@ CONVENTIONS: tuple[Convention, ...] = (
                "theme off a terminal), then `╭─[file:line:col]` (`,-[…]`) (miette GraphicalReportHandler; "
                "oxc apps/oxlint output_formatter/default.rs); kept with its location", at=_miette_location,
                when=lambda lines, i: _miette_location(lines, i) is not None),
-    Convention("oxlint summary", _rx(r"^Found \d+ warnings? and [1-9]\d* errors?\.$"),
-               "oxlint's closing `Found 0 warnings and 3 errors.` (oxc apps/oxlint output_formatter/default.rs)",
-               summary=True),
+    Convention("lint summary", _rx(r"^Found (?:\d+ warnings? and )?[1-9]\d* errors?\.$"),
+               "a linter's closing count: oxlint's `Found 0 warnings and 3 errors.` (oxc apps/oxlint output_formatter/"
+               "default.rs), ruff's `Found 12 errors.` (crates/ruff printer.rs, `Found {remaining} error{s}.`), Biome's "
+               "`Found 29 errors.` (biome_cli's summary)", summary=True),
     Convention("package audit", _rx(r"^(?:\d+ vulnerabilities found|\d+ vulnerabilit(?:y|ies) \((?:\d+ \w+(?:, )?)+\))$"),
                "pnpm audit's summary `7 vulnerabilities found` then `Severity: 4 moderate | 3 high` (lockfile/"
                "plugin-commands-audit audit.ts reportSummary); npm audit's `7 vulnerabilities (4 moderate, 3 high)` "
@@ -939,7 +947,9 @@ CONVENTIONS: tuple[Convention, ...] = (
                "`Could not find oldString in the file…` / `oldString not found in content` (packages/opencode/src/tool/edit.ts); Codex's and opencode's apply_patch `apply_patch verification failed: "
                "Failed to find expected lines in <path>` (codex-rs/core/src/tools/handlers/apply_patch.rs, "
                "packages/opencode/src/tool/apply_patch.ts); Codex's `exec_command failed for `cmd`: {err:?}` when the "
-               "process was not run (a sandbox denial, a rejected approval; codex-rs tools/handlers/unified_exec.rs); "
+               "process was not run (a sandbox denial, a rejected approval; codex-rs tools/handlers/unified_exec.rs), and "
+               "`write_stdin failed: stdin is closed for this session; rerun exec_command with tty=true …` (the same "
+               "handler, a poll that could not write); "
                "Claude Code's `String: <old_string>` under the first two is kept with them", message=_edit_string),
     Convention("agent shell metadata", _rx(r"^(?:User aborted the command$|(?:shell|bash) tool terminated command after "
                                            r"exceeding timeout \d+ ms)"),
@@ -972,7 +982,10 @@ CONVENTIONS: tuple[Convention, ...] = (
                "zsh's filename-generation errors, which stop the command before it runs: `zsh: no matches found: "
                "*.py` (NOMATCH) and `bad pattern: …` (Src/glob.c zerr), `(eval):1: …` where the command ran under "
                "`eval` (Claude Code's Bash tool on a zsh login shell)"),
-    Convention("esbuild", _rx(r"✘ \[ERROR\] "), "esbuild's terminal log: `✘ [ERROR] msg` (pkg/logger/logger.go)"),
+    Convention("esbuild", _rx(r"✘ \[ERROR\] |^\S.*?:\d+:\d+: ERROR: \S"),
+               "esbuild's terminal log: `✘ [ERROR] msg` (pkg/logger/logger.go); its failure as the JS API throws it (vite's "
+               "`vite:esbuild` plugin, vitest, tsx): `Transform failed with 1 error:`, then `file:line:col: ERROR: text` "
+               "for each (lib/shared/common.ts failureErrorWithLog)"),
     Convention("sqlite3 shell", _rx(r"^(?:Parse|Runtime) error(?: near line \d+(?: of \S+)?| in \S+ command line argument)?: \S"),
                "the sqlite3 shell's statement errors: `Parse error: near \"FROM\": syntax error` (prepare: no such "
                "table, syntax), `Runtime error: database is locked (5)` (step), ` near line N` from a script "
@@ -1277,10 +1290,11 @@ def _logical(line: str) -> list[str]:
         if isinstance(data, dict):  # a unified-exec result: its `output`; any other object: its strings
             texts = [data["output"]] if isinstance(data.get("output"), str) else _json_strings(data)
             return [t for text in texts for t in text.splitlines()]
-    if ESCAPED_QUOTE not in line:
+    if ESCAPED_QUOTE not in line and not RUST_DEBUG_STRING_RE.search(line):
         return [line]  # a literal `\\n` in printed source code, not an escaped string
     for _ in range(UNESCAPE_DEPTH):
-        line = line.replace("\\\\", "\x00").replace("\\n", "\n").replace('\\"', '"').replace("\\t", "\t").replace("\x00", "\\")
+        line = (line.replace("\\\\", "\x00").replace("\\r\\n", "\n").replace("\\n", "\n").replace('\\"', '"')
+                .replace("\\t", "\t").replace("\x00", "\\"))
         if ESCAPED_NEWLINE not in line:
             break
     return line.splitlines()
@@ -1403,7 +1417,8 @@ def split_error_findings(output: str) -> tuple[list[tuple[str, str | None]], lis
             if per_rule[key] > MAX_TESTS_PER_FAILURE:
                 tests_left_out += 1
                 continue
-        if len(out) < MAX_ERROR_LINES_PER_RESULT:
+        counts_others = name in COUNT_ROWS and any(f[3] not in COUNT_ROWS for f in found)
+        if len(out) < MAX_ERROR_LINES_PER_RESULT and not counts_others:
             out.append((text, at and cut_middle(at, ERROR_LINE_MAX_CHARS)))
             shown.add(same)
         elif len(further) < MAX_FURTHER_ERROR_LINES and all(text != t for t, _ in further):
