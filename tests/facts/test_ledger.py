@@ -317,6 +317,27 @@ def test_a_quiet_heredoc_commit_in_a_long_script_is_named_by_git_log():
         (None, "probe: expected to be refused")]
 
 
+def test_a_commit_git_names_later_or_off_a_branch_is_one_fact_with_its_sha():
+    """codex-cli-pretext (tune half; blackgirlbytes/pretext-handwriting-demo, MIT): a commit on a detached
+    HEAD prints `[detached HEAD 9c78d9d] …` (builtin/commit.c), and `git cherry-pick` prints the same
+    summary; cc-starcar (tune half), line 288: a quiet commit, then `HEAD is now at 1c47c1d …` from a
+    reset names it (builtin/reset.c). A commit seen again without its sha is the one known by that
+    subject, and one seen first without it takes the sha a later line gives it."""
+    b = Builder()
+    b.bash('git commit -m "Adopt theme"', "[detached HEAD 9c78d9d] Adopt theme\n 2 files changed")
+    b.bash("git cherry-pick 9c78d9d", "[detached HEAD 9f7e801] Adopt theme\n Date: Wed Apr 1 03:41:48 2026")
+    b.bash('git commit -q -m "design: the harness"', "")
+    b.bash("git reset --hard HEAD", "HEAD is now at 1c47c1d design: the harness")
+    b.bash('git commit -q -m "Tighten spacing"', "")
+    b.bash('git commit -m "Tighten spacing"', "[main 0efb38c] Tighten spacing\n 1 file changed")
+    b.bash('git commit -q -m "Tighten spacing" && git push', "Everything up-to-date")
+    ledger = extract_ledger(b.messages)
+    assert [(c.sha, c.text, c.branch) for c in ledger.commits] == [
+        ("9c78d9d", "Adopt theme", None), ("9f7e801", "Adopt theme", None), ("1c47c1d", "design: the harness", None),
+        ("0efb38c", "Tighten spacing", "main")]
+    assert "detached HEAD" not in {br.name for br in ledger.branches}
+
+
 def test_a_commit_message_read_from_standard_input_names_the_commit():
     """cc-nomos (tune half; Nomos-N4s/nomos, Apache-2.0): `git commit -q -F - <<'EOF'` takes its
     message from the heredoc (git-commit(1) `-F -`), then `git log --oneline -1` names the commit.

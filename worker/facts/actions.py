@@ -30,6 +30,7 @@ from .output import (
     CELL_RUNNING_RE,
     CODE_MODE_SESSION_RE,
     COMMIT_OUTPUT_RE,
+    DETACHED_HEAD,
     EXIT_CODE_RE,
     NOTHING_TO_COMMIT_RE,
     PR_MERGED_RE,
@@ -42,6 +43,7 @@ from .output import (
     failing_test_ids,
     find_tallies,
     first_meaningful_line,
+    logged_commits,
     oneline_sha,
     only_summaries,
     output_excerpt,
@@ -55,6 +57,8 @@ from .shell import (
     GH_PR_CMD_RE,
     GH_PR_TITLE_RE,
     GIT_COMMIT_CMD_RE,
+    GIT_LOG_CMD_RE,
+    GIT_PICK_CMD_RE,
     READ_COMMANDS,
     clean_tool_path,
     commit_subject,
@@ -149,6 +153,7 @@ class Action:
     tallies: list[tuple[str, bool]] = field(default_factory=list)  # (text, failed)
     test_ids: list[str] = field(default_factory=list)
     commits: list[tuple[str | None, str, str | None]] = field(default_factory=list)  # (sha, subject, branch)
+    logged: list[tuple[str, str]] = field(default_factory=list)  # (sha, subject) git named (output.logged_commits)
     branches: list[str] = field(default_factory=list)
     pull_requests: list[tuple[int, str, str | None, str | None]] = field(default_factory=list)  # (number, state, title, url)
     edit: tuple[str, str] | None = None  # (old text, new text) of a search/replace edit
@@ -245,7 +250,8 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
     # that fails stops it before. What such a hook printed on the way (a test suite's logged
     # `error: …` lines under `1274 pass`) did not fail the run.
     is_commit = bool(action.script and GIT_COMMIT_CMD_RE.search(action.script))
-    created = list(COMMIT_OUTPUT_RE.finditer(output)) if is_commit else []
+    picks = bool(action.script and GIT_PICK_CMD_RE.search(action.script))
+    created = list(COMMIT_OUTPUT_RE.finditer(output)) if is_commit or picks else []
     if created and action.exit_code in (None, 0) and not is_error:
         action.errors, action.further_errors, action.error_at = [], [], {}
     failed = (
@@ -292,12 +298,14 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
         if m:
             action.files = [(normalize_path(m.group(1), cwds), "read" if lname in READ_TOOLS else "modified")]
     # A commit git made is a fact even where a later link of the command failed (`&& git push`).
-    action.commits += [(m.group(2), m.group(3).strip(), m.group(1)) for m in created]
+    action.commits += [(m.group(2), m.group(3).strip(), None if m.group(1) == DETACHED_HEAD else m.group(1)) for m in created]
     if is_commit and not failed and not action.commits:
         subject = commit_subject(action.script or "")
         if subject:
             action.commits.append((oneline_sha(output, subject), subject, None))
     action.commit_refused = is_commit and failed and not action.commits and not NOTHING_TO_COMMIT_RE.search(output)
+    if action.script:
+        action.logged = logged_commits(output, log=bool(GIT_LOG_CMD_RE.search(action.script)))
     if action.script and not failed:
         action.pull_requests = _pull_requests(action.script, output)
     if action.command:

@@ -520,6 +520,27 @@ def _upsert(items: list[Any], key: str, make: Any) -> Any:
     return item
 
 
+def _name_commit(ledger: Ledger, sha: str, subject: str) -> CommitFact | None:
+    """The commit known only by this subject (a quiet `git commit -q`) gets the sha git named."""
+    pending = next((c for c in ledger.commits if c.sha is None and c.text == subject), None)
+    if pending is not None:
+        pending.sha = sha
+    return pending
+
+
+def _commit(ledger: Ledger, sha: str | None, subject: str, branch: str | None) -> CommitFact:
+    """One fact per commit: by its sha; a commit seen without one is the commit known by its subject
+    (nothing else tells them apart), and takes the sha a later summary line gives it."""
+    if sha is None:
+        known = [c for c in ledger.commits if c.text == subject]
+        if known:
+            return known[-1]
+    elif (pending := _name_commit(ledger, sha, subject)) is not None:
+        pending.branch = pending.branch or branch
+        return pending
+    return _upsert(ledger.commits, sha or subject, lambda: CommitFact(subject, sha, branch))
+
+
 def _see_branch(ledger: Ledger, name: str, mid: str, seq: int) -> None:
     """A branch seen at message `mid` (a git command's output, or the harness's record)."""
     branch = next((b for b in ledger.branches if b.name == name), None)
@@ -599,9 +620,11 @@ def extract_ledger(messages: list[Message], previous: Ledger | None = None, *, c
             _add_id(tally.message_ids, mid)
             tally.last_seq = max(tally.last_seq, seq)
         for sha, subject, branch in action.commits:
-            commit = _upsert(ledger.commits, sha or subject, lambda s=sha, t=subject, b=branch: CommitFact(t, s, b))
+            commit = _commit(ledger, sha, subject, branch)
             _add_id(commit.message_ids, mid)
             commit.last_seq = max(commit.last_seq, seq)
+        for sha, subject in action.logged:  # a quiet commit's sha, as a later `git log --oneline` or reset names it
+            _name_commit(ledger, sha, subject)
         for number, state, title, url in action.pull_requests:
             pr = _upsert(ledger.pull_requests, PullRequestFact.key_of(number), lambda n=number, st=state: PullRequestFact(n, st))
             pr.state, pr.title, pr.url = state, title or pr.title, url or pr.url

@@ -202,13 +202,29 @@ FAIL_COUNT_RE = re.compile(r"\b[1-9]\d* (?:failed|failures?|errors?)\b|\bfail [1
 PYTEST_ID_RE = re.compile(r"^(?:FAILED|ERROR) (\S+::\S+)")
 EXUNIT_ID_RE = re.compile(r"^(test/\S+_test\.exs):\d+$")
 # What `git commit` and `git checkout`/`git status` print: the commit and the branch.
-COMMIT_OUTPUT_RE = re.compile(r"^\[([\w./+-]+)(?: \(root-commit\))? ([0-9a-f]{7,40})\] (.+)$", re.MULTILINE)
+# `git commit`'s summary: `[main 1a2b3c4] subject`, `[detached HEAD 1a2b3c4] subject` off a branch (builtin/commit.c
+# print_commit_summary), `(root-commit)` for the first.
+DETACHED_HEAD = "detached HEAD"
+COMMIT_OUTPUT_RE = re.compile(rf"^\[({DETACHED_HEAD}|[\w./+-]+)(?: \(root-commit\))? ([0-9a-f]{{7,40}})\] (.+)$", re.MULTILINE)
 # git commit exits 1 with nothing staged (wt-status.c): the work was committed already, nothing refused it.
 NOTHING_TO_COMMIT_RE = re.compile(r"\bnothing (?:added )?to commit\b")
 # `git log --oneline` prints `<abbrev sha> <subject>` per commit, `(HEAD -> dev, origin/dev)` between
 # them where decorations are on (git-log(1), --oneline = --pretty=oneline --abbrev-commit): how a
 # quiet `git commit -q` run followed by `git log --oneline -1` names the commit it made.
 ONELINE_COMMIT = r"^([0-9a-f]{{7,40}})(?: \([^)\n]*\))? {subject}$"
+
+
+ONELINE_LINE_RE = re.compile(ONELINE_COMMIT.format(subject=r"(\S.*?)"), re.MULTILINE)
+# `git reset --hard` / `git checkout` naming where HEAD went (builtin/reset.c print_new_head_line, checkout.c).
+HEAD_NOW_RE = re.compile(r"^HEAD is now at ([0-9a-f]{7,40}) (\S.*?)$", re.MULTILINE)
+LOGGED_COMMITS_MAX = 50  # a `git log --oneline` is read this far: the session's own commits are the newest
+
+
+def logged_commits(output: str, *, log: bool) -> list[tuple[str, str]]:
+    """(sha, subject) of the commits git named in `output`: `HEAD is now at …`, and each line of a
+    `git log --oneline` where the command ran one (`log`)."""
+    logged = [(m.group(1), m.group(2)) for m in ONELINE_LINE_RE.finditer(output)][:LOGGED_COMMITS_MAX] if log else []
+    return logged + [(m.group(1), m.group(2)) for m in HEAD_NOW_RE.finditer(output)]
 
 
 def oneline_sha(output: str, subject: str) -> str | None:

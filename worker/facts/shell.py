@@ -25,6 +25,9 @@ VERIFY_COMMAND_RE = re.compile(
     r"|deno test|bun test|make|ctest|gradle|mvn|rspec|phpunit|dotnet (?:test|build)"
     r"|python3?(?: -m \w+| -\w)* \S+\.py|node \S+\.[cm]?[jt]s|tsx \S+\.[jt]s)\b")
 GIT_COMMIT_CMD_RE = re.compile(r"\bgit\b(?:\s+-\S+(?:\s+\S+)?)*\s+commit\b")
+GIT_LOG_CMD_RE = re.compile(r"\bgit\b(?:\s+-\S+(?:\s+\S+)?)*\s+log\b")
+# Other git commands that make a commit and print `git commit`'s summary line (sequencer.c print_commit_summary).
+GIT_PICK_CMD_RE = re.compile(r"\bgit\b(?:\s+-\S+(?:\s+\S+)?)*\s+(?:cherry-pick|revert)\b")
 GH_PR_CMD_RE = re.compile(r"\bgh\s+pr\s+(create|merge)\b")
 GH_PR_TITLE_RE = re.compile(r"""(?:--title|-t)[ =](?:"((?:[^"\\]|\\.)*)"|'([^']*)')""")  # gh pr create's title
 DQUOTE_ESCAPE_RE = re.compile(r'\\([$`"\\])')  # what a backslash escapes inside double quotes (bash(1), QUOTING)
