@@ -1112,9 +1112,12 @@ def test_gh_failure_lines():
         "none of the git remotes configured for this repository point to a known GitHub host. To tell gh about a "
         "new GitHub host, please use `gh auth login`"]
     # A failed step in `gh run view`'s job tree is indented under its job: the annotation says why.
-    assert error_lines("X build in 2m (ID 1)\n  ✓ Set up job\n  X Run cargo build\n\nANNOTATIONS\n"
-                       "X Process completed with exit code 101.\nbuild: .github#12\n") == [
-        "X Process completed with exit code 101."]
+    assert error_lines("X main CI · 28607765286\nX Build in 2m (ID 1)\n  ✓ Set up job\n  X Run cargo build\n\n"
+                       "ANNOTATIONS\nX Process completed with exit code 101.\nbuild: .github#12\n") == [
+        "X Process completed with exit code 101."]  # the run header and the job line (RenderJobs) are not errors
+    assert error_lines("X O X\nO X O\n") == []  # a board, not gh
+    # A CI annotation and the same line printed plainly in one output are one line.
+    assert error_lines("Error: boom happened\n##[error]Error: boom happened\n") == ["Error: boom happened"]
 
 
 def test_esbuild_and_a_linters_closing_count():

@@ -317,24 +317,26 @@ def test_a_quiet_heredoc_commit_in_a_long_script_is_named_by_git_log():
         (None, "probe: expected to be refused")]
 
 
-def test_a_commit_git_names_later_or_off_a_branch_is_one_fact_with_its_sha():
+def test_a_commit_git_names_off_a_branch_or_only_later():
     """codex-cli-pretext (tune half; blackgirlbytes/pretext-handwriting-demo, MIT): a commit on a detached
     HEAD prints `[detached HEAD 9c78d9d] …` (builtin/commit.c), and `git cherry-pick` prints the same
     summary; cc-starcar (tune half), line 288: a quiet commit, then `HEAD is now at 1c47c1d …` from a
-    reset names it (builtin/reset.c). A commit seen again without its sha is the one known by that
-    subject, and one seen first without it takes the sha a later line gives it."""
+    reset names it (builtin/reset.c). A quiet commit takes the sha a later `git log --oneline` gives
+    its subject (the newest such commit), never one a known commit has, nor a parent's."""
     b = Builder()
     b.bash('git commit -m "Adopt theme"', "[detached HEAD 9c78d9d] Adopt theme\n 2 files changed")
     b.bash("git cherry-pick 9c78d9d", "[detached HEAD 9f7e801] Adopt theme\n Date: Wed Apr 1 03:41:48 2026")
     b.bash('git commit -q -m "design: the harness"', "")
     b.bash("git reset --hard HEAD", "HEAD is now at 1c47c1d design: the harness")
-    b.bash('git commit -q -m "Tighten spacing"', "")
-    b.bash('git commit -m "Tighten spacing"', "[main 0efb38c] Tighten spacing\n 1 file changed")
-    b.bash('git commit -q -m "Tighten spacing" && git push', "Everything up-to-date")
+    b.bash('git commit -m wip', "[main aaa1111] wip\n 1 file changed")
+    b.bash('git commit -q -m wip', "")
+    b.bash("git log --oneline -2", "bbb2222 (HEAD -> main) wip\naaa1111 wip")
+    b.bash('git commit -q -m "Fix typo"', "")
+    b.bash("git reset --hard HEAD~1", "HEAD is now at ccc3333 Fix typo")  # the parent, also "Fix typo"
     ledger = extract_ledger(b.messages)
     assert [(c.sha, c.text, c.branch) for c in ledger.commits] == [
         ("9c78d9d", "Adopt theme", None), ("9f7e801", "Adopt theme", None), ("1c47c1d", "design: the harness", None),
-        ("0efb38c", "Tighten spacing", "main")]
+        ("aaa1111", "wip", "main"), ("bbb2222", "wip", None), (None, "Fix typo", None)]
     assert "detached HEAD" not in {br.name for br in ledger.branches}
 
 
@@ -486,6 +488,9 @@ def test_a_pasted_document_goes_after_typed_messages_even_when_short():
         b.user(f"# Implement {name}\n\n## Requirements\n\n- Serve it with HTTP 200\n- It must validate\n" + "x" * 900)
     ledger = extract_ledger(b.messages, user_budget_chars=1500)
     assert {u.message_id for u in ledger.user_instructions[:2]} == set(typed)
+    from worker.facts.ledger import is_pasted
+
+    assert not is_pasted("+1, and do not touch the API") and not is_pasted("<br> tags break it, do not use them")
 
 
 def test_a_statement_before_a_question_asks_for_work():
@@ -494,6 +499,8 @@ def test_a_statement_before_a_question_asks_for_work():
     assert not is_question("create pr on flop-core. is there something on technocore to commit?")
     assert not is_question("increase to much higher. 5 / second should be ok?")
     assert is_question("ok. did you push?") and is_question("why? what broke?")  # chit-chat, or only questions
+    assert is_question("Hmm... why did it fail?") and is_question("I see. Did it pass?")  # an interjection first
+    assert is_question("Why?! What happened?")
     assert is_question("好的。测试通过了吗？") and is_question("v1.2.3 is out?")
 
 

@@ -278,7 +278,7 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
         # `[lint:gomod] ERROR task failed` names the task that failed; a script's own message
         # (`go module files modified, …`) follows no convention, so its first line says why.
         line = first_meaningful_line(output, action.command)
-        if line and line not in action.errors:
+        if line and line not in {unwrap_line(e) for e in action.errors}:
             action.errors.insert(0, line)
     if failed and not action.errors:
         line = first_meaningful_line(output, action.command)
@@ -305,12 +305,16 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
             action.commits.append((oneline_sha(output, subject), subject, None))
     action.commit_refused = is_commit and failed and not action.commits and not NOTHING_TO_COMMIT_RE.search(output)
     if action.script:
-        action.logged = logged_commits(output, log=bool(GIT_LOG_CMD_RE.search(action.script)))
+        action.logged = logged_commits(output, log=bool(GIT_LOG_CMD_RE.search(action.script)),
+                                       moved_back=bool(RELATIVE_REV_RE.search(action.script)))
     if action.script and not failed:
         action.pull_requests = _pull_requests(action.script, output)
     if action.command:
         action.branches += [a or b for a, b in BRANCH_OUTPUT_RE.findall(output)]
         action.branches += [sha_branch for _, _, sha_branch in action.commits if sha_branch]
+
+
+RELATIVE_REV_RE = re.compile(r"\S[~^]\d*(?:\s|$)")  # `HEAD~1`, `main^`: an ancestor (gitrevisions(7))
 
 
 def _pull_requests(command: str, output: str) -> list[tuple[int, str, str | None, str | None]]:

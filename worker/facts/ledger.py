@@ -21,7 +21,7 @@ from ..session import GIT_BRANCH, Message
 from .actions import MARKUP_TAG_RE, Action, reruns, scan_actions, track_run
 from .output import GHA_ANNOTATION_RE, TASK_PREFIX_RE, error_findings
 from .shell import only_looks
-from .text import CUT_MARKER, code, cut_middle
+from .text import CUT_MARKER, SENTENCE_END_RE, code, cut_middle
 
 # ---------------------------------------------------------------------------- bounds
 # Every list is bounded so a carried ledger cannot grow without limit across compactions.
@@ -91,11 +91,11 @@ CHITCHAT_RE = re.compile(
     re.IGNORECASE,
 )
 QUESTION_MAX_CHARS = 160  # one question; a longer message carries more than the question
-QUESTION_ENDINGS = ("?", "？", "か", "か。", "吗", "吗。", "까", "까요")
+QUESTION_ENDINGS = ("?", "？", "か", "か。", "吗", "吗。", "까", "까요", "?!")
+INTERJECTION_MAX_WORDS = 2  # "Hmm...", "No.", "I see." before a question say nothing to do
 # "can you analyse …?", "could you add a test?": a request in a question's clothes, not a question.
 REQUEST_OPENER_RE = re.compile(r"^(?:(?:can|could|would|will) you|please|pls|请|麻烦)\b", re.IGNORECASE)
 CHITCHAT_PUNCT = " \t.,!?;:~…-，。！？；：、"
-SENTENCE_END_RE = re.compile(r"(?<=[.!?])\s+(?=\S)|(?<=[。！？])")  # where one sentence of a message ends
 # `test/x_test.exs:728` is run as `mix test test/x_test.exs`
 TEST_ID_LINE_RE = re.compile(r":\d+$")
 
@@ -434,7 +434,9 @@ def is_question(text: str) -> bool:
     """A short message that only asks ("did you push?", "テストは通った？"): no rule in it, and no
     statement before the question ("create pr on x. is there more to commit?" asks for work)."""
     flat = " ".join(text.split())
-    said = [s for s in SENTENCE_END_RE.split(flat)[:-1] if not s.endswith(QUESTION_ENDINGS) and not is_chitchat(s)]
+    pieces = [s for s in SENTENCE_END_RE.split(flat) if s]
+    said = [s for s in pieces[:-1] if not s.endswith(QUESTION_ENDINGS) and not is_chitchat(s)
+            and len(s.split()) > INTERJECTION_MAX_WORDS]
     return (len(flat) <= QUESTION_MAX_CHARS and flat.endswith(QUESTION_ENDINGS) and not RULE_LINE_RE.search(flat)
             and not REQUEST_OPENER_RE.match(flat) and not said)
 
@@ -455,9 +457,9 @@ def answered_question(messages: list[Message], pos: int) -> bool:
 
 def is_pasted(text: str) -> bool:
     """A message that is mostly something the user pasted: longer than a tight checkpoint shows
-    whole, or opening as a document does (PASTE_START_RE: a Markdown heading, a fence, markup),
-    so its rule cue words are the document's, not the user's."""
-    return len(text) > USER_MESSAGE_MAX_CHARS or bool(PASTE_START_RE.match(text))
+    whole, or lines that open as a document does (PASTE_START_RE: a Markdown heading, a fence,
+    markup; a one-line "+1, do not …" is typed), so its rule cue words are the document's."""
+    return len(text) > USER_MESSAGE_MAX_CHARS or ("\n" in text.strip() and bool(PASTE_START_RE.match(text)))
 
 
 def user_requests(messages: list[Message]) -> list[tuple[int, Message]]:
@@ -520,25 +522,14 @@ def _upsert(items: list[Any], key: str, make: Any) -> Any:
     return item
 
 
-def _name_commit(ledger: Ledger, sha: str, subject: str) -> CommitFact | None:
-    """The commit known only by this subject (a quiet `git commit -q`) gets the sha git named."""
-    pending = next((c for c in ledger.commits if c.sha is None and c.text == subject), None)
+def _name_commit(ledger: Ledger, sha: str, subject: str) -> None:
+    """The newest commit known only by this subject (a quiet `git commit -q`) gets the sha git named
+    for it, unless a commit with that sha is known already."""
+    if any(c.sha == sha for c in ledger.commits):
+        return
+    pending = next((c for c in reversed(ledger.commits) if c.sha is None and c.text == subject), None)
     if pending is not None:
         pending.sha = sha
-    return pending
-
-
-def _commit(ledger: Ledger, sha: str | None, subject: str, branch: str | None) -> CommitFact:
-    """One fact per commit: by its sha; a commit seen without one is the commit known by its subject
-    (nothing else tells them apart), and takes the sha a later summary line gives it."""
-    if sha is None:
-        known = [c for c in ledger.commits if c.text == subject]
-        if known:
-            return known[-1]
-    elif (pending := _name_commit(ledger, sha, subject)) is not None:
-        pending.branch = pending.branch or branch
-        return pending
-    return _upsert(ledger.commits, sha or subject, lambda: CommitFact(subject, sha, branch))
 
 
 def _see_branch(ledger: Ledger, name: str, mid: str, seq: int) -> None:
@@ -620,7 +611,7 @@ def extract_ledger(messages: list[Message], previous: Ledger | None = None, *, c
             _add_id(tally.message_ids, mid)
             tally.last_seq = max(tally.last_seq, seq)
         for sha, subject, branch in action.commits:
-            commit = _commit(ledger, sha, subject, branch)
+            commit = _upsert(ledger.commits, sha or subject, lambda s=sha, t=subject, b=branch: CommitFact(t, s, b))
             _add_id(commit.message_ids, mid)
             commit.last_seq = max(commit.last_seq, seq)
         for sha, subject in action.logged:  # a quiet commit's sha, as a later `git log --oneline` or reset names it

@@ -220,11 +220,12 @@ HEAD_NOW_RE = re.compile(r"^HEAD is now at ([0-9a-f]{7,40}) (\S.*?)$", re.MULTIL
 LOGGED_COMMITS_MAX = 50  # a `git log --oneline` is read this far: the session's own commits are the newest
 
 
-def logged_commits(output: str, *, log: bool) -> list[tuple[str, str]]:
-    """(sha, subject) of the commits git named in `output`: `HEAD is now at …`, and each line of a
-    `git log --oneline` where the command ran one (`log`)."""
+def logged_commits(output: str, *, log: bool, moved_back: bool) -> list[tuple[str, str]]:
+    """(sha, subject) of the commits git named in `output`: each line of a `git log --oneline` where
+    the command ran one (`log`), and `HEAD is now at …` unless HEAD moved back (`HEAD~1`: the parent,
+    not the commit made)."""
     logged = [(m.group(1), m.group(2)) for m in ONELINE_LINE_RE.finditer(output)][:LOGGED_COMMITS_MAX] if log else []
-    return logged + [(m.group(1), m.group(2)) for m in HEAD_NOW_RE.finditer(output)]
+    return logged + ([] if moved_back else [(m.group(1), m.group(2)) for m in HEAD_NOW_RE.finditer(output)])
 
 
 def oneline_sha(output: str, subject: str) -> str | None:
@@ -1255,11 +1256,11 @@ CONVENTIONS: tuple[Convention, ...] = (
                "a run's failure annotation as `gh run view`/`watch` print it: `X Canceling since a higher priority "
                "waiting request for … exists`, then `job: .github#1` (cli/cli pkg/cmd/run/shared/presentation.go "
                "RenderAnnotations)", when=_gh_annotation),
-    Convention("gh failure", _rx(r"^X [A-Z][^\t]* [^\t]*$"),
+    Convention("gh failure", _rx(r"^X [A-Z][a-z]+ (?!.*(?:\(ID \d+\)| · \d+)$)[^\t]*$"),
                "gh's failure line on stderr, its FailureIcon `X` (cli/cli pkg/iostreams/color.go) before the message: "
                "`X Pull request owner/repo#140 is not mergeable: the merge commit cannot be cleanly created.` "
-               "(pkg/cmd/pr/merge/merge.go), `X Failed to …`; not a step of `gh run view`'s job tree, indented under its "
-               "job", when=_unindented),
+               "(pkg/cmd/pr/merge/merge.go), `X Failed to …`; not a job or step of `gh run view`'s tree (`X build in 2m "
+               "(ID 1)`, RenderJobs; its steps indented under it) nor its run header (`… · 123`)", when=_unindented),
     Convention("actions oidc", _rx(r"^Error Message: \S"),
                "@actions/core's OIDC client in a job's log: `Error Code : 400`, then `Error Message: <the service's "
                "answer>` (packages/core/src/oidc-utils.ts getCall, `Failed to get ID Token.`)", when=_after_error_code),
@@ -1407,7 +1408,7 @@ def split_error_findings(output: str) -> tuple[list[tuple[str, str | None]], lis
                 # The task runner's prefix stays on the line: it names the task that printed it (mise's
                 # `[test:bats:nogit] `). The line without it is what makes two lines the same: two
                 # tasks printing it, hk reprinting a failed step's stderr unprefixed at its end.
-                same, text = text, kept[i][0].lstrip() + text
+                same, text = GHA_ANNOTATION_RE.sub("", text), kept[i][0].lstrip() + text
                 found.append((rule.heading, text, rule.at(lines, i) if rule.at else None, rule.name, same))
                 break
     out: list[tuple[str, str | None]] = []

@@ -18,6 +18,7 @@ from collections import deque
 from typing import Any
 
 CUT_MARKER = "[… {n} chars cut …]"  # every cut says how much went: never silent
+SENTENCE_END_RE = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])|\n+")  # where one sentence of a message ends
 BARE_TOKEN_RE = re.compile(r"[^\s`]+")  # an output like `345` that needs no quoting
 BACKTICK_RUN_RE = re.compile(r"`+")  # a code span opens and closes with runs of equal length
 ELLIPSIS = "…"  # what an end cut leaves: the reader sees the text goes on

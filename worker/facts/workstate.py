@@ -19,7 +19,7 @@ from ..session import Message
 from .actions import Action, reruns, scan_actions
 from .ledger import Ledger, answered_question, cut_paste, user_requests
 from .shell import WINDOWS_DRIVE_RE, cut_command
-from .text import CITED_COMMAND_MAX_CHARS, code, command_line, command_result, cut_end
+from .text import CITED_COMMAND_MAX_CHARS, SENTENCE_END_RE, code, command_line, command_result, cut_end
 
 MAX_DONE = 8  # the newest finished requests; older ones are history
 MAX_IN_PROGRESS = 5  # the last request plus a few unverified edits before it
@@ -38,7 +38,6 @@ DEFERRED_RE = re.compile(r"\blater(?: on)?(?=\s*(?:[.!?,;)]|$))|\b(?:next time|i
                          r"(?:pr|change|commit|task))\b|以后|稍后|之后再|下次|後で|あとで|後ほど|今度|나중에|다음에",
                          re.IGNORECASE)
 DEFERRAL_MAX_CHARS = 500  # a typed request; in a long brief or a pasted document "later" is its content
-SENTENCE_END_RE = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])|\n+")
 # Documentation no test or build checks: an applied edit is all the evidence there will be
 # (without this an earlier README request stays In Progress forever) -- unless the session commits
 # its work: there a documentation edit no commit took is still to commit (tune: two such requests
