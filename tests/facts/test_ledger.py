@@ -857,3 +857,13 @@ def test_a_dense_summary_gives_the_users_messages_their_share_of_a_larger_window
     assert "Do not bundle unrelated work" in quoted(12_000)  # the first brief, whole where the share allows
     assert len(quoted(12_000)) > len(quoted(3000)) + 4000
     assert rules in {u.message_id for u in ledger.user_instructions}
+
+
+def test_an_error_printed_by_a_ci_job_a_task_or_a_stream_is_one_fact():
+    # The kept line says where it was printed (`##[error]`, mise's `[lint] `, a log's `[stderr]`); the
+    # failure is the same one a plain run printed.
+    from worker.facts.ledger import ErrorFact
+
+    keys = {ErrorFact(text=t).key for t in ("E501 Line too long", "##[error]E501 Line too long",
+                                            "[lint] E501 Line too long", "[stderr]   E501 Line too long")}
+    assert keys == {"E501 Line too long"}

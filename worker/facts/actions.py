@@ -60,6 +60,7 @@ from .shell import (
     GIT_LOG_CMD_RE,
     GIT_PICK_CMD_RE,
     READ_COMMANDS,
+    RELATIVE_REV_RE,
     clean_tool_path,
     commit_subject,
     is_verify_command,
@@ -312,9 +313,6 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
     if action.command:
         action.branches += [a or b for a, b in BRANCH_OUTPUT_RE.findall(output)]
         action.branches += [sha_branch for _, _, sha_branch in action.commits if sha_branch]
-
-
-RELATIVE_REV_RE = re.compile(r"\S[~^]\d*(?:\s|$)")  # `HEAD~1`, `main^`: an ancestor (gitrevisions(7))
 
 
 def _pull_requests(command: str, output: str) -> list[tuple[int, str, str | None, str | None]]:

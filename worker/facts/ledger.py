@@ -165,8 +165,10 @@ class ErrorFact:
         # "Exit code 1" from two different commands are two different failures; a log line that
         # repeats with a new timestamp or pid, in a CI job (`##[error]`) or another task (`[lint] `),
         # is one failure seen again (the first text is kept).
-        return f"{self.text}\x00{self.sources[-1] if self.sources else ''}" if self.exit_only else (
-            LOG_STAMP_RE.sub("#", LOG_STREAM_RE.sub("", GHA_ANNOTATION_RE.sub("", TASK_PREFIX_RE.sub("", self.text)))))
+        if self.exit_only:
+            return f"{self.text}\x00{self.sources[-1] if self.sources else ''}"
+        line = TASK_PREFIX_RE.sub("", LOG_STREAM_RE.sub("", self.text))  # `[stderr]   x` first: its spaces too
+        return LOG_STAMP_RE.sub("#", GHA_ANNOTATION_RE.sub("", line))
 
 
 @dataclass

@@ -1355,8 +1355,8 @@ def quoted_line(raw: str, line: str) -> str:
     CI job). The same error run locally is still the same fact (`ErrorFact.key` drops the marker)."""
     shown = raw.strip()
     start = TOOL_USE_ERROR_OPEN if shown.startswith(TOOL_USE_ERROR_OPEN) else ""
-    annotation = GHA_ANNOTATION_RE.match(shown)
-    start += annotation.group(0) if annotation and not line.startswith(annotation.group(0)) else ""
+    annotation = GHA_ANNOTATION_RE.match(shown)  # `line` has it off (unwrap_line)
+    start += annotation.group(0) if annotation else ""
     end = TOOL_USE_ERROR_CLOSE if shown.endswith(TOOL_USE_ERROR_CLOSE) else ""
     return start + line + end
 

@@ -28,6 +28,7 @@ GIT_COMMIT_CMD_RE = re.compile(r"\bgit\b(?:\s+-\S+(?:\s+\S+)?)*\s+commit\b")
 GIT_LOG_CMD_RE = re.compile(r"\bgit\b(?:\s+-\S+(?:\s+\S+)?)*\s+log\b")
 # Other git commands that make a commit and print `git commit`'s summary line (sequencer.c print_commit_summary).
 GIT_PICK_CMD_RE = re.compile(r"\bgit\b(?:\s+-\S+(?:\s+\S+)?)*\s+(?:cherry-pick|revert)\b")
+RELATIVE_REV_RE = re.compile(r"\S[~^]\d*(?:\s|$)")  # `HEAD~1`, `main^`: an ancestor (gitrevisions(7))
 GH_PR_CMD_RE = re.compile(r"\bgh\s+pr\s+(create|merge)\b")
 GH_PR_TITLE_RE = re.compile(r"""(?:--title|-t)[ =](?:"((?:[^"\\]|\\.)*)"|'([^']*)')""")  # gh pr create's title
 DQUOTE_ESCAPE_RE = re.compile(r'\\([$`"\\])')  # what a backslash escapes inside double quotes (bash(1), QUOTING)
