@@ -795,6 +795,56 @@ def test_a_poll_of_a_running_codex_command_is_that_run():
     assert stopped and all(a.status == "unknown" and not a.errors for a in stopped)
 
 
+def _copilot_events(calls: list[tuple[str, dict, str]]) -> list[dict]:
+    """A Copilot CLI events.jsonl (github/copilot-sdk session-events.ts): one user message, then
+    each (tool, arguments, result) as an assistant tool request and its `tool.execution_complete`."""
+    events = [{"type": "user.message", "data": {"content": "start the dev server and build"}}]
+    for n, (tool, args, result) in enumerate(calls):
+        events.append({"type": "assistant.message", "data": {"messageId": f"m{n}", "content": "",
+                                                             "toolRequests": [{"toolCallId": f"c{n}", "name": tool,
+                                                                               "arguments": args}]}})
+        events.append({"type": "tool.execution_complete",
+                       "data": {"toolCallId": f"c{n}", "success": True, "result": {"content": result}}})
+    return [{**e, "id": f"e{i}", "timestamp": "2026-03-07T10:00:00Z"} for i, e in enumerate(events)]
+
+
+def test_a_copilot_shell_polled_by_its_shell_id_is_that_run():
+    """Copilot CLI's shells (@github/copilot on npm: 1.0.0 index.js, 1.0.60 app.js): an async
+    command answers `<command started in background with shellId: ID>`, a sync one past its
+    `initial_wait` `<command with shellId: ID is still running after N seconds. …>`; each
+    `read_bash` / `write_bash {"shellId": ID}` polls that run, which has no outcome until a poll
+    prints its exit code: `<shellId: ID completed with exit code N>` (1.0.60) or `<command with
+    id: ID exited with exit code N>` (1.0.0), as Copilot's shared transcripts show them."""
+    build, dev = "npm run build", "npx next dev --port 3001"
+    events = _copilot_events([
+        ("bash", {"command": dev, "description": "Start dev server", "mode": "async", "shellId": "devserver"},
+         "<command started in background with shellId: devserver>"),
+        ("bash", {"command": build, "description": "Build", "mode": "sync", "initial_wait": 30},
+         "Creating an optimized production build ...\n<command with shellId: 7 is still running after 30 seconds. The command is still running. "
+         "Check the output above - if it looks like the command is waiting for input, use write_bash to provide it. "
+         "Otherwise, use read_bash to continue waiting for output, or stop_bash to stop it.>"),
+        ("read_bash", {"shellId": "7", "delay": 60},
+         "Type error: Property 'id' does not exist on type 'User'.\n<shellId: 7 completed with exit code 1>"),
+        ("read_bash", {"shellId": "devserver", "delay": 15}, "ready on http://localhost:3001\n"
+         "<command with id: devserver exited with exit code 0>"),
+        ("bash", {"command": "git status --short", "description": "Status"}, " M src/user.ts\n<exited with exit code 0>"),
+    ])
+    session = load(events, format="copilot")
+    actions = scan_actions(session.messages)
+    assert [(a.command, a.status, a.run_id, a.polls, a.exit_code) for a in actions] == [
+        (dev, "unknown", "devserver", None, None),
+        (build, "unknown", "7", None, None),
+        (build, "failed", None, "7", 1),
+        (dev, "ok", None, "devserver", 0),
+        ("git status --short", "ok", None, None, 0),
+    ]
+    ledger = extract_ledger(session.messages)
+    assert [(e.text, e.command) for e in ledger.errors] == [("Type error: Property 'id' does not exist on type 'User'.", build)]
+    assert ledger.running == []
+    still_running = events[4]["data"]["result"]["content"]  # the harness's notice is not what the build printed
+    assert first_meaningful_line(still_running, build) == "Creating an optimized production build ..."
+
+
 def test_a_code_mode_run_that_outlives_its_cell_yield_is_polled_by_wait():
     """Codex code mode: an `exec` cell still running when its yield ends answers `Script running
     with cell ID N`, and each `wait {"cell_id": N}` polls that cell (codex-rs core/src/tools/code_mode).

@@ -30,6 +30,7 @@ from .output import (
     CELL_RUNNING_RE,
     CODE_MODE_SESSION_RE,
     COMMIT_OUTPUT_RE,
+    COPILOT_SHELL_RUNNING_RE,
     DETACHED_HEAD,
     EXIT_CODE_RE,
     NOTHING_TO_COMMIT_RE,
@@ -108,6 +109,9 @@ EXIT_1_OK_PROGRAMS = {"grep", "egrep", "fgrep", "rg", "ag", "diff", "cmp", "test
 # run has no outcome while it is still running (output.SESSION_RUNNING_RE, or in code mode the
 # result object a script printed, output.CODE_MODE_SESSION_RE).
 STDIN_TOOLS = {"write_stdin"}
+# GitHub Copilot CLI's shells: a run still going answers with its `shellId` (output.COPILOT_SHELL_RUNNING),
+# and these tools poll it by `shellId` (or type into it), the last one with its exit code.
+SHELL_ID_TOOLS = {"read_bash", "write_bash", "read_powershell", "write_powershell"}
 # Codex code mode: an `exec` cell still running when its yield ends answers `Script running with
 # cell ID N`; `wait {"cell_id": N}` then polls it and gets the rest of its output (codex-rs
 # core/src/tools/code_mode, wait_handler.rs). Every wait is that cell, the same run as its last
@@ -270,8 +274,9 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
     cell = CELL_RUNNING_RE.match(output) if action.in_cell else None
     session = None
     if action.script and action.exit_code is None:
-        session = SESSION_RUNNING_RE.search(output) or (CODE_MODE_SESSION_RE.search(output) if action.in_cell else None)
-    action.run_id = CELL_RUN_ID.format(cell.group(1)) if cell else session.group(1) if session else None
+        session = (SESSION_RUNNING_RE.search(output) or COPILOT_SHELL_RUNNING_RE.search(output)
+                   or (CODE_MODE_SESSION_RE.search(output) if action.in_cell else None))
+    action.run_id = CELL_RUN_ID.format(cell.group(1)) if cell else session.group(session.lastindex) if session else None
     # still running (`Process running with session ID N`, `Script running with cell ID N`) and no
     # error yet: no outcome
     action.status = "unknown" if stopped or (action.run_id and not failed) else "failed" if failed else "ok"
@@ -344,6 +349,8 @@ def run_polled(name: str, args: dict[str, Any]) -> str | None:
     lname = name.lower()
     if lname in STDIN_TOOLS and "session_id" in args:
         return str(args["session_id"])
+    if lname in SHELL_ID_TOOLS and "shellId" in args:
+        return str(args["shellId"])
     if lname in CELL_WAIT_TOOLS and "cell_id" in args:
         return CELL_RUN_ID.format(args["cell_id"])
     return None

@@ -145,20 +145,31 @@ CODEX_ENVELOPE = (r"Chunk ID: \w+$|Wall time:? [\d.]+ seconds$|Script completed$
 # was manually backgrounded by user with ID: …`; its tool_result builder, 2.1.197): the harness's
 # notice, as Codex's `Process running with session ID`, not the command's output.
 CLAUDE_CODE_ENVELOPE = r"Command (?:running in background|was manually backgrounded by user) with ID: \S+?\. "
+# GitHub Copilot CLI's shells (its bash and powershell tools; @github/copilot 1.0.0 index.js, 1.0.60
+# app.js on npm): a command run with `mode: "async"` answers `<command started in background with
+# shellId: ID>` (`detached background` with `detach: true`), a sync one still going when its
+# `initial_wait` ends `<command with shellId: ID is still running after N seconds. …>`; then
+# `read_bash` / `write_bash {"shellId": ID}` poll it (actions.py). The harness's notice, not output.
+COPILOT_SHELL_RUNNING = (r"<command (?:started in (?:detached )?background with shellId: ([^>\s]+)>"
+                         r"|with shellId: (\S+) is still running after\b)")
+COPILOT_SHELL_RUNNING_RE = re.compile(COPILOT_SHELL_RUNNING)
 # pi's bash tool answers a command that printed nothing with `(no output)`, then its exit status
 # (pi-mono packages/coding-agent/src/core/tools/bash.ts, `truncation.content || "(no output)"`).
 EMPTY_OUTPUT = r"\(no output\)$"
 NOISE_LINE_RE = re.compile(
     r"^(?:>|\$ |bash-\$|\(Open file: |\(Current directory: |Debugger attached\.|Waiting for the debugger"
     r"|For help, see: |\(Use `node --trace-warnings|Your command ran successfully|" + SHELL_ENVELOPE_NONE
-    + "|" + CODEX_ENVELOPE + "|" + CLAUDE_CODE_ENVELOPE + "|" + EMPTY_OUTPUT + "|" + PROGRESS + ")")
+    + "|" + CODEX_ENVELOPE + "|" + CLAUDE_CODE_ENVELOPE + "|" + COPILOT_SHELL_RUNNING + "|" + EMPTY_OUTPUT + "|" + PROGRESS
+    + ")")
 # Exit status as agents print it: Claude Code `Exit code 1`, pi `Command exited with code 1`,
 # Codex `Exit code: 1` / `Process exited with code 1`, Gemini CLI and Qwen Code `Exit Code: 1`,
 # GitHub Copilot CLI's shell tools `<shellId: 0 completed with exit code 1>` (the `shell_exit`
-# content item's `exitCode` in its session-events schema, worker/formats/copilot.py), plain `exit status 1`.
+# content item's `exitCode` in its session-events schema, worker/formats/copilot.py), in 1.0.0
+# `<exited with exit code 1>` and, from a poll, `<command with id: ID exited with exit code 1>`
+# (COPILOT_SHELL_RUNNING above), plain `exit status 1`.
 EXIT_CODE_RE = re.compile(
     r"^\s*(?:Command exited with code|Process exited with code|Exit [Cc]ode:?|exit code:?|exit status:?"
-    r"|<shellId: [^>\n]+ completed with exit code)\s*(-?\d+)\b",
+    r"|<shellId: [^>\n]+ completed with exit code|<(?:command with id: [^>\n]+ )?exited with exit code)\s*(-?\d+)\b",
     re.MULTILINE)
 JSON_LINE_RE = re.compile(r'^(?:[\[\]{},]+|"[^"]*"\s*:.*|"(?:[^"\\]|\\.)*",?)$')  # a pretty-printed JSON document's line
 BOX_RULE_RE = re.compile(r"^[\u2500-\u257f\s]+$")  # a table's border drawn in box-drawing characters
