@@ -814,7 +814,8 @@ def test_a_copilot_shell_polled_by_its_shell_id_is_that_run():
     `initial_wait` `<command with shellId: ID is still running after N seconds. …>`; each
     `read_bash` / `write_bash {"shellId": ID}` polls that run, which has no outcome until a poll
     prints its exit code: `<shellId: ID completed with exit code N>` (1.0.60) or `<command with
-    id: ID exited with exit code N>` (1.0.0), as Copilot's shared transcripts show them."""
+    id: ID exited with exit code N>` (1.0.0), as Copilot's shared transcripts show them; `stop_bash`
+    ends it with `<command with id: ID stopped>`."""
     build, dev = "npm run build", "npx next dev --port 3001"
     events = _copilot_events([
         ("bash", {"command": dev, "description": "Start dev server", "mode": "async", "shellId": "devserver"},
@@ -828,6 +829,9 @@ def test_a_copilot_shell_polled_by_its_shell_id_is_that_run():
         ("read_bash", {"shellId": "devserver", "delay": 15}, "ready on http://localhost:3001\n"
          "<command with id: devserver exited with exit code 0>"),
         ("bash", {"command": "git status --short", "description": "Status"}, " M src/user.ts\n<exited with exit code 0>"),
+        ("bash", {"command": "npm run watch", "description": "Watch", "mode": "async"},
+         "<command started in background with shellId: 9>"),
+        ("stop_bash", {"shellId": "9"}, "<command with id: 9 stopped>"),
     ])
     session = load(events, format="copilot")
     actions = scan_actions(session.messages)
@@ -837,6 +841,8 @@ def test_a_copilot_shell_polled_by_its_shell_id_is_that_run():
         (build, "failed", None, "7", 1),
         (dev, "ok", None, "devserver", 0),
         ("git status --short", "ok", None, None, 0),
+        ("npm run watch", "unknown", "9", None, None),
+        ("npm run watch", "unknown", None, "9", None),  # stopped: neither passed nor failed, and no longer running
     ]
     ledger = extract_ledger(session.messages)
     assert [(e.text, e.command) for e in ledger.errors] == [("Type error: Property 'id' does not exist on type 'User'.", build)]

@@ -31,6 +31,7 @@ from .output import (
     CODE_MODE_SESSION_RE,
     COMMIT_OUTPUT_RE,
     COPILOT_SHELL_RUNNING_RE,
+    COPILOT_SHELL_STOPPED_RE,
     DETACHED_HEAD,
     EXIT_CODE_RE,
     NOTHING_TO_COMMIT_RE,
@@ -111,7 +112,7 @@ EXIT_1_OK_PROGRAMS = {"grep", "egrep", "fgrep", "rg", "ag", "diff", "cmp", "test
 STDIN_TOOLS = {"write_stdin"}
 # GitHub Copilot CLI's shells: a run still going answers with its `shellId` (output.COPILOT_SHELL_RUNNING),
 # and these tools poll it by `shellId` (or type into it), the last one with its exit code.
-SHELL_ID_TOOLS = {"read_bash", "write_bash", "read_powershell", "write_powershell"}
+SHELL_ID_TOOLS = {"read_bash", "write_bash", "stop_bash", "read_powershell", "write_powershell", "stop_powershell"}
 # Codex code mode: an `exec` cell still running when its yield ends answers `Script running with
 # cell ID N`; `wait {"cell_id": N}` then polls it and gets the rest of its output (codex-rs
 # core/src/tools/code_mode, wait_handler.rs). Every wait is that cell, the same run as its last
@@ -266,8 +267,9 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
         or any(f for _, f in action.tallies)
         or (bool(action.errors) and action.exit_code is None)
     )
-    # stopped, with no error said (a watch's status lines): neither passed nor failed
-    stopped = failed and not action.errors and action.exit_code == INTERRUPTED_EXIT
+    # stopped, with no error said (a watch's status lines), or by Copilot's stop_bash: neither passed nor failed
+    stopped = ((failed and not action.errors and action.exit_code == INTERRUPTED_EXIT)
+               or (action.polls is not None and bool(COPILOT_SHELL_STOPPED_RE.search(output))))
     failed = failed and not stopped
     # Only a code-mode cell's result has a cell header or a script-printed result object; another
     # tool may print either as data (a `cat` of notes, a `jq` over a rollout).

@@ -153,13 +153,16 @@ CLAUDE_CODE_ENVELOPE = r"Command (?:running in background|was manually backgroun
 COPILOT_SHELL_RUNNING = (r"<command (?:started in (?:detached )?background with shellId: ([^>\s]+)>"
                          r"|with shellId: (\S+) is still running after\b)")
 COPILOT_SHELL_RUNNING_RE = re.compile(COPILOT_SHELL_RUNNING)
+# `stop_bash {"shellId": ID}` ends that run: `<command with id: ID stopped>`, with no exit status.
+COPILOT_SHELL_STOPPED = r"<command with id: \S+ stopped>$"
+COPILOT_SHELL_STOPPED_RE = re.compile(COPILOT_SHELL_STOPPED, re.MULTILINE)
 # pi's bash tool answers a command that printed nothing with `(no output)`, then its exit status
 # (pi-mono packages/coding-agent/src/core/tools/bash.ts, `truncation.content || "(no output)"`).
 EMPTY_OUTPUT = r"\(no output\)$"
 NOISE_LINE_RE = re.compile(
     r"^(?:>|\$ |bash-\$|\(Open file: |\(Current directory: |Debugger attached\.|Waiting for the debugger"
     r"|For help, see: |\(Use `node --trace-warnings|Your command ran successfully|" + SHELL_ENVELOPE_NONE
-    + "|" + CODEX_ENVELOPE + "|" + CLAUDE_CODE_ENVELOPE + "|" + COPILOT_SHELL_RUNNING + "|" + EMPTY_OUTPUT + "|" + PROGRESS
+    + "|" + CODEX_ENVELOPE + "|" + CLAUDE_CODE_ENVELOPE + "|" + COPILOT_SHELL_RUNNING + "|" + COPILOT_SHELL_STOPPED + "|" + EMPTY_OUTPUT + "|" + PROGRESS
     + ")")
 # Exit status as agents print it: Claude Code `Exit code 1`, pi `Command exited with code 1`,
 # Codex `Exit code: 1` / `Process exited with code 1`, Gemini CLI and Qwen Code `Exit Code: 1`,
