@@ -918,8 +918,10 @@ def test_pytest_collection_error_summary_with_and_without_its_message():
 def test_a_pydantic_validation_error_keeps_each_message_with_its_field():
     # pydantic's docs (docs/errors/errors.md, the printed `print(e)`): five errors, each message with its
     # `[type=…]` kept with the field location printed above it.
+    # The header, which says what model they are about, comes after them (a heading).
     found = error_findings(read("pydantic_validation_errors.txt"))
-    assert [at for _, at in found] == ["is_required", "gt_int", "list_of_ints.2", "a_float", "recursive_model.lng"]
+    assert [at for _, at in found] == ["is_required", "gt_int", "list_of_ints.2", "a_float", "recursive_model.lng", None]
+    assert found[-1][0] == read("pydantic_validation_errors.txt").split("\n", 1)[0]
     assert found[1] == ("Input should be greater than 42 [type=greater_than, input_value=21, input_type=int]", "gt_int")
     # cc-wakil_09cc95ef (tune half; ebridges/wakil, MIT), line 105: under pytest the lines carry `E`; the
     # block's first line is kept with its crash location, and the missing field's line after it.
@@ -1147,3 +1149,47 @@ def test_codex_tool_failures_that_quote_the_output():
     # ... line 937: a poll of a session started without a tty.
     assert error_lines(read("codex_write_stdin_closed.txt")) == [
         "write_stdin failed: stdin is closed for this session; rerun exec_command with tty=true to keep stdin open"]
+
+
+def test_claude_code_refusals_are_the_line_up_to_their_reason():
+    # darthzen/neuvector-mcp (Apache-2.0), a Claude Code 2.1.220 session (tune half), line 75: the auto mode
+    # classifier's denial; what follows the reason is Claude Code's instructions to the model, the same every time.
+    assert error_lines(read("claude_code_auto_mode_denial.txt")) == [
+        "Permission for this action was denied by the Claude Code auto mode classifier. Reason: Blocked by classifier."]
+    # ... line 47: the user rejected the call.
+    assert error_lines(read("claude_code_tool_use_rejected.txt")) == [
+        "The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it was a file edit, "
+        "the new_string was NOT written to the file)."]
+    assert error_lines("Permission for this action has been denied. Reason: writes outside the project") == [
+        "Permission for this action has been denied. Reason: writes outside the project"]
+
+
+def test_a_refusal_of_several_calls_is_one_error():
+    # The same denial of two different commands is one failure seen twice, not two long lines.
+    denial = read("claude_code_auto_mode_denial.txt")
+    session = (SessionBuilder().user("deploy it")
+               .tool("Bash", {"command": "kubectl apply -f deploy.yaml"}, denial, is_error=True)
+               .tool("Bash", {"command": "kubectl rollout restart deploy/api"}, denial, is_error=True).build())
+    ledger = extract_ledger(session.messages)
+    assert [(e.text, e.attempts) for e in ledger.errors] == [
+        ("Permission for this action was denied by the Claude Code auto mode classifier. Reason: Blocked by classifier.", 2)]
+
+
+def test_build_http_and_server_log_errors():
+    # The same repository, another session (line 134): BuildKit's plain progress, a RUN step failing.
+    assert error_lines(read("buildkit_plain_step_error.txt")) == [
+        '#5 ERROR: process "/bin/sh -c python3 -c \\"import sys; print(sys.version)\\"" did not complete '
+        "successfully: exit code: 1",
+        'error: failed to solve: process "/bin/sh -c python3 -c \\"import sys; print(sys.version)\\"" did not '
+        "complete successfully: exit code: 1"]
+    # ... line 114 of the first session: `curl -i` of an MCP endpoint with a bad token (curl exits 0).
+    assert error_lines(read("curl_i_401.txt")) == ["HTTP/1.1 401 Unauthorized"]
+    assert error_lines("HTTP/2 200 \r\ncontent-type: text/html\r\n") == []
+    # ... a third session, line 403: the server's log, uvicorn's `ERROR:    ` level prefix.
+    assert error_lines(read("uvicorn_log_errors.txt")) == ["ERROR:    ASGI callable returned without completing response."]
+    # ... the second session, line 482: an MCP tool call failing pydantic's validation; the header names the call.
+    assert error_lines(read("pydantic_mcp_tool_call.txt")) == [
+        "Missing required argument [type=missing_argument, input_value={'target': 'registry', 'name': 'ash4d-harbor'}, "
+        "input_type=dict]",
+        "Unexpected keyword argument [type=unexpected_keyword_argument, input_value='ash4d-harbor', input_type=str]",
+        "2 validation errors for call[nv_trigger_scan]"]

@@ -894,6 +894,10 @@ CONVENTIONS: tuple[Convention, ...] = (
                "pytest: the failing assertion's explanation lines start with `E` (FormattedExcinfo, _pytest/_code/code.py); "
                "the crash location `path:line: ExcType` follows; the block's first line says what failed, the lines "
                "under it (`+  where …`, a diff) explain it", at=_pytest_crash_location, when=_pytest_block_start),
+    Convention("pydantic validation header", _rx(r"^(?:E\s+)?(\d+ validation errors? for \S.*)$"),
+               "pydantic's ValidationError's first line, `2 validation errors for call[nv_trigger_scan]`: which model "
+               "or call the errors under it are about (pydantic-core src/errors/validation_exception.rs, "
+               "`{count} validation error{s} for {title}`)", heading=True),
     Convention("pydantic validation", PYDANTIC_ERROR_RE,
                "pydantic's ValidationError: under `N validation errors for Model`, each error's location line, then "
                "`  msg [type=missing, input_value={…}, input_type=dict]` (pydantic-core src/errors/"
@@ -982,6 +986,18 @@ CONVENTIONS: tuple[Convention, ...] = (
                "`write_stdin failed: stdin is closed for this session; rerun exec_command with tty=true …` (the same "
                "handler, a poll that could not write); "
                "Claude Code's `String: <old_string>` under the first two is kept with them", message=_edit_string),
+    # The refusal is what the harness said; the rest of the result, its instructions to the model.
+    Convention("agent permission denial",
+               _rx(r"^(Permission for this action (?:was denied by the Claude Code auto mode classifier|has been denied)"
+                   r"\. Reason: .+?(?:\.(?= If you have other tasks\b)|$)"
+                   r"|The user doesn't want to proceed with this tool use\. The tool use was rejected \(eg\. if it was a "
+                   r"file edit, the new_string was NOT written to the file\)\.)"),
+               "Claude Code's refusals of a tool call: `Permission for this action was denied by the Claude Code auto "
+               "mode classifier. Reason: <why>` (or `… has been denied. Reason: <why>`) then `. If you have other tasks "
+               "…`, and a rejected call `The user doesn't want to proceed with this tool use. The tool use was rejected "
+               "(eg. if it was a file edit, the new_string was NOT written to the file).` then `STOP what you are doing "
+               "…` or `To tell you how to proceed, the user said:` (@anthropic-ai/claude-code 2.1.197, its bundled "
+               "strings); the line up to the reason, each refusal one fact whichever call it refused"),
     Convention("agent shell metadata", _rx(r"^(?:User aborted the command$|(?:shell|bash) tool terminated command after "
                                            r"exceeding timeout \d+ ms)"),
                "opencode's shell tool's `<shell_metadata>` (older `<bash_metadata>`) note under the output: `User "
@@ -1223,6 +1239,21 @@ CONVENTIONS: tuple[Convention, ...] = (
                "`gh: <the server's error message>` / `gh: HTTP 422` (pkg/cmd/api/api.go processResponse); a repository "
                "whose remotes gh cannot map to a host: `none of the git remotes configured for this repository point to "
                "a known GitHub host. …` (gh's base-repository resolution, cli/cli context; exit 1)"),
+    Convention("buildkit step error", _rx(r"^#\d+ ERROR: \S"),
+               "BuildKit's plain progress (`docker build --progress=plain`, buildctl, what a non-TTY gets): a step "
+               "that failed ends `#N ERROR: <its error>` (moby/buildkit util/progress/progressui printer.go, "
+               "`#%d ERROR: %s`), before the build's `error: failed to solve: …`"),
+    # An HTTP response whose status is a client or server error (RFC 9110 §15.5, §15.6), as curl prints
+    # its status line with `-i` / `-I` / `-D -` (`< ` before it with `-v`): curl exits 0 all the same.
+    Convention("http error status", _rx(r"^(?:< )?(HTTP/\d(?:\.\d)? [45]\d\d(?: [^\r\n]*)?)\r?$"),
+               "an HTTP/1.x or HTTP/2 response's status line (RFC 9112 §4 `HTTP-version SP status-code SP "
+               "[ reason-phrase ]`; curl's `HTTP/2 404`) with a 4xx or 5xx status (RFC 9110 §15.5, §15.6)"),
+    # uvicorn's default log format is `%(levelprefix)s %(message)s`, the level name and a colon padded
+    # to nine: `ERROR:    msg` (uvicorn/logging.py, ColourizedFormatter), as an ASGI server's log shows it.
+    Convention("uvicorn log error", _rx(r"^(?:ERROR: {4}|CRITICAL: )\S"),
+               "uvicorn's log lines at ERROR and CRITICAL: `ERROR:    Exception in ASGI application`, "
+               "`ERROR:    ASGI callable returned without completing response.` (uvicorn/logging.py "
+               "ColourizedFormatter levelprefix; uvicorn/protocols/http)"),
     Convention("docker daemon", _rx(r"(?:^|: )Error response from daemon: \S"),
                "the Docker client's `Error response from daemon: msg`, the daemon's JSON `message` (moby client/"
                "request.go checkResponseErr), `docker: Error response …` from run/create (docker/cli "
