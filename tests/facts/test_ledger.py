@@ -851,6 +851,26 @@ def test_a_copilot_shell_polled_by_its_shell_id_is_that_run():
     assert first_meaningful_line(still_running, build) == "Creating an optimized production build ..."
 
 
+def test_a_claude_code_background_run_is_polled_by_task_output_and_ended_by_task_stop():
+    """Claude Code's background Bash answers `Command running in background with ID: X. Output is
+    being written to: …`; TaskOutput {"task_id": X} polls that run, its result the task's state
+    around what it printed (`<status>running</status>`, then `<exit_code>0</exit_code>` and
+    `<output>…</output>`), and TaskStop ends it (@anthropic-ai/claude-code 2.1.197). marot/spotter
+    (tests/fixtures, tune half): `mix test` polled twice while running, then its end; FSM1/cipher-box:
+    dev servers started in the background, some stopped, the rest still running at the end."""
+    spotter = load(FIXTURES / "cc-spotter_8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl")
+    test = "mix test test/spotter/services/transcript_renderer_test.exs 2>&1"
+    assert [(a.status, a.exit_code, a.run_id, a.polls) for a in scan_actions(spotter.messages) if a.command == test] == [
+        ("unknown", None, "be613ab", None), ("unknown", None, "be613ab", "be613ab"),
+        ("unknown", None, "be613ab", "be613ab"), ("ok", 0, None, "be613ab")]
+    assert extract_ledger(spotter.messages).running == []
+    cipherbox = load(FIXTURES / "cc-cipherbox_2095544c-fa50-4027-b664-c37e578957ce.jsonl")
+    stops = [a for a in scan_actions(cipherbox.messages) if a.polls]
+    assert [(a.command, a.status) for a in stops][:1] == [("pnpm --filter api dev", "unknown")]
+    still = [r.run_id for r in extract_ledger(cipherbox.messages).running]
+    assert "b463a86" not in still and {"bd9f9ac", "b3d53de"} <= set(still)  # stopped / never stopped
+
+
 def test_a_code_mode_run_that_outlives_its_cell_yield_is_polled_by_wait():
     """Codex code mode: an `exec` cell still running when its yield ends answers `Script running
     with cell ID N`, and each `wait {"cell_id": N}` polls that cell (codex-rs core/src/tools/code_mode).

@@ -28,6 +28,8 @@ from .output import (
     BRANCH_OUTPUT_RE,
     CANCELLED_CALL_RE,
     CELL_RUNNING_RE,
+    CLAUDE_BACKGROUND_RE,
+    CLAUDE_TASK_STOPPED_RE,
     CODE_MODE_SESSION_RE,
     COMMIT_OUTPUT_RE,
     COPILOT_SHELL_RUNNING_RE,
@@ -40,6 +42,7 @@ from .output import (
     SESSION_RUNNING_RE,
     SWE_CWD_RE,
     SWE_FILE_HEADER_RE,
+    claude_task_output,
     error_findings,
     exit_code_of,
     failing_test_ids,
@@ -113,6 +116,10 @@ STDIN_TOOLS = {"write_stdin"}
 # GitHub Copilot CLI's shells: a run still going answers with its `shellId` (output.COPILOT_SHELL_RUNNING),
 # and these tools poll it by `shellId` (or type into it), the last one with its exit code.
 SHELL_ID_TOOLS = {"read_bash", "write_bash", "stop_bash", "read_powershell", "write_powershell", "stop_powershell"}
+# Claude Code's background Bash runs (output.CLAUDE_BACKGROUND_RE): polled by TaskOutput (BashOutput
+# before 2.1), stopped by TaskStop (KillShell), each naming the run by its argument here.
+TASK_ID_ARGS = {"taskoutput": "task_id", "bashoutput": "bash_id", "taskstop": "task_id", "killshell": "shell_id"}
+TASK_STOPPED = {"killed", "stopped"}  # a TaskOutput status of a run someone ended: neither passed nor failed
 # Codex code mode: an `exec` cell still running when its yield ends answers `Script running with
 # cell ID N`; `wait {"cell_id": N}` then polls it and gets the rest of its output (codex-rs
 # core/src/tools/code_mode, wait_handler.rs). Every wait is that cell, the same run as its last
@@ -269,7 +276,8 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
     )
     # stopped, with no error said (a watch's status lines), or by Copilot's stop_bash: neither passed nor failed
     stopped = ((failed and not action.errors and action.exit_code == INTERRUPTED_EXIT)
-               or (action.polls is not None and bool(COPILOT_SHELL_STOPPED_RE.search(output))))
+               or (action.polls is not None and bool(COPILOT_SHELL_STOPPED_RE.search(output)
+                                                     or CLAUDE_TASK_STOPPED_RE.search(output))))
     failed = failed and not stopped
     # Only a code-mode cell's result has a cell header or a script-printed result object; another
     # tool may print either as data (a `cat` of notes, a `jq` over a rollout).
@@ -277,6 +285,7 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
     session = None
     if action.script and action.exit_code is None:
         session = (SESSION_RUNNING_RE.search(output) or COPILOT_SHELL_RUNNING_RE.search(output)
+                   or CLAUDE_BACKGROUND_RE.search(output)
                    or (CODE_MODE_SESSION_RE.search(output) if action.in_cell else None))
     action.run_id = CELL_RUN_ID.format(cell.group(1)) if cell else session.group(session.lastindex) if session else None
     # still running (`Process running with session ID N`, `Script running with cell ID N`) and no
@@ -353,6 +362,8 @@ def run_polled(name: str, args: dict[str, Any]) -> str | None:
         return str(args["session_id"])
     if lname in SHELL_ID_TOOLS and "shellId" in args:
         return str(args["shellId"])
+    if lname in TASK_ID_ARGS and TASK_ID_ARGS[lname] in args:
+        return str(args[TASK_ID_ARGS[lname]])
     if lname in CELL_WAIT_TOOLS and "cell_id" in args:
         return CELL_RUN_ID.format(args["cell_id"])
     return None
@@ -431,7 +442,13 @@ def scan_actions(messages: list[Message], cwd: str | None = None,
                                 source=res.name or "tool")
                 actions.append(action)
             action.pos, action.message_id = pos, msg.id
-            _analyze_result(action, output, res.is_error, cwds)
+            task = claude_task_output(output) if action.polls is not None else None
+            _analyze_result(action, task[0] if task else output, res.is_error, cwds)
+            if task and task[1] == "running":  # the poll saw it still going: no outcome yet, unless it failed
+                action.run_id = action.polls
+                action.status = "failed" if action.status == "failed" else "unknown"
+            elif task and task[1] in TASK_STOPPED:
+                action.status = "unknown"
             track_run(running, action)
     actions.sort(key=lambda a: a.pos)  # stable: calls without results keep their place
     return actions

@@ -144,7 +144,29 @@ CODEX_ENVELOPE = (r"Chunk ID: \w+$|Wall time:? [\d.]+ seconds$|Script completed$
 # (`Command running in background with ID: b3d53de. Output is being written to: …`, or `Command
 # was manually backgrounded by user with ID: …`; its tool_result builder, 2.1.197): the harness's
 # notice, as Codex's `Process running with session ID`, not the command's output.
-CLAUDE_CODE_ENVELOPE = r"Command (?:running in background|was manually backgrounded by user) with ID: \S+?\. "
+CLAUDE_CODE_ENVELOPE = r"Command (?:running in background|was manually backgrounded by user) with ID: (\S+?)\. "
+CLAUDE_BACKGROUND_RE = re.compile("^" + CLAUDE_CODE_ENVELOPE, re.MULTILINE)
+# Its TaskOutput tool (BashOutput before 2.1) polls such a run by `task_id` and answers with the
+# task's state around what it printed: `<retrieval_status>…</retrieval_status>`, `<task_id>`,
+# `<task_type>local_bash</task_type>`, `<status>running|completed|failed|killed</status>`, the
+# `<exit_code>N</exit_code>` once it ended, then `<output>\n…\n</output>` (@anthropic-ai/claude-code
+# 2.1.197, its bundled TaskOutput result builder); TaskStop (KillShell before) ends it with
+# `{"message": "Successfully stopped task: ID (command)", …}`.
+CLAUDE_TASK_RE = re.compile(r"\A\s*<retrieval_status>[^<]*</retrieval_status>\s*<task_id>([^<]+)</task_id>\s*"
+                            r"<task_type>local_bash</task_type>\s*<status>(\w+)</status>\s*"
+                            r"(?:<exit_code>(-?\d+)</exit_code>\s*)?(?:<output>\n?(.*?)\n?(?:</output>\s*)?)?\Z", re.DOTALL)
+CLAUDE_TASK_STOPPED_RE = re.compile(r'"message"\s*:\s*"Successfully stopped task: \S+ \(')
+
+
+def claude_task_output(output: str) -> tuple[str, str] | None:
+    """A Claude Code TaskOutput result of a background shell as (what the run printed, with its
+    exit status as the Bash tool prints it, `Exit code N`, once it ended; the task's status), or
+    None for anything else (a sub-agent's task, another tool's output)."""
+    m = CLAUDE_TASK_RE.match(output)
+    if not m:
+        return None
+    _, status, exit_code, printed = m.groups()
+    return (printed or "") + (f"\nExit code {exit_code}" if exit_code is not None else ""), status
 # GitHub Copilot CLI's shells (its bash and powershell tools; @github/copilot 1.0.0 index.js, 1.0.60
 # app.js on npm): a command run with `mode: "async"` answers `<command started in background with
 # shellId: ID>` (`detached background` with `detach: true`), a sync one still going when its
