@@ -274,7 +274,8 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
         or any(f for _, f in action.tallies)
         or (bool(action.errors) and action.exit_code is None)
     )
-    # stopped, with no error said (a watch's status lines), or by Copilot's stop_bash: neither passed nor failed
+    # stopped, with no error said (a watch's status lines), or by Copilot's stop_bash or Claude Code's TaskStop:
+    # neither passed nor failed
     stopped = ((failed and not action.errors and action.exit_code == INTERRUPTED_EXIT)
                or (action.polls is not None and bool(COPILOT_SHELL_STOPPED_RE.search(output)
                                                      or CLAUDE_TASK_STOPPED_RE.search(output))))
@@ -288,8 +289,8 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
                    or CLAUDE_BACKGROUND_RE.search(output)
                    or (CODE_MODE_SESSION_RE.search(output) if action.in_cell else None))
     action.run_id = CELL_RUN_ID.format(cell.group(1)) if cell else session.group(session.lastindex) if session else None
-    # still running (`Process running with session ID N`, `Script running with cell ID N`) and no
-    # error yet: no outcome
+    # still running (`Process running with session ID N`, `Script running with cell ID N`, Copilot's
+    # and Claude Code's background notices) and no error yet: no outcome
     action.status = "unknown" if stopped or (action.run_id and not failed) else "failed" if failed else "ok"
     if failed and only_summaries(action.errors):
         # `[lint:gomod] ERROR task failed` names the task that failed; a script's own message

@@ -152,21 +152,10 @@ CLAUDE_BACKGROUND_RE = re.compile("^" + CLAUDE_CODE_ENVELOPE, re.MULTILINE)
 # `<exit_code>N</exit_code>` once it ended, then `<output>\n…\n</output>` (@anthropic-ai/claude-code
 # 2.1.197, its bundled TaskOutput result builder); TaskStop (KillShell before) ends it with
 # `{"message": "Successfully stopped task: ID (command)", …}`.
-CLAUDE_TASK_RE = re.compile(r"\A\s*<retrieval_status>[^<]*</retrieval_status>\s*<task_id>([^<]+)</task_id>\s*"
+CLAUDE_TASK_RE = re.compile(r"\A\s*<retrieval_status>[^<]*</retrieval_status>\s*<task_id>[^<]+</task_id>\s*"
                             r"<task_type>local_bash</task_type>\s*<status>(\w+)</status>\s*"
                             r"(?:<exit_code>(-?\d+)</exit_code>\s*)?(?:<output>\n?(.*?)\n?(?:</output>\s*)?)?\Z", re.DOTALL)
 CLAUDE_TASK_STOPPED_RE = re.compile(r'"message"\s*:\s*"Successfully stopped task: \S+ \(')
-
-
-def claude_task_output(output: str) -> tuple[str, str] | None:
-    """A Claude Code TaskOutput result of a background shell as (what the run printed, with its
-    exit status as the Bash tool prints it, `Exit code N`, once it ended; the task's status), or
-    None for anything else (a sub-agent's task, another tool's output)."""
-    m = CLAUDE_TASK_RE.match(output)
-    if not m:
-        return None
-    _, status, exit_code, printed = m.groups()
-    return (printed or "") + (f"\nExit code {exit_code}" if exit_code is not None else ""), status
 # GitHub Copilot CLI's shells (its bash and powershell tools; @github/copilot 1.0.0 index.js, 1.0.60
 # app.js on npm): a command run with `mode: "async"` answers `<command started in background with
 # shellId: ID>` (`detached background` with `detach: true`), a sync one still going when its
@@ -184,8 +173,8 @@ EMPTY_OUTPUT = r"\(no output\)$"
 NOISE_LINE_RE = re.compile(
     r"^(?:>|\$ |bash-\$|\(Open file: |\(Current directory: |Debugger attached\.|Waiting for the debugger"
     r"|For help, see: |\(Use `node --trace-warnings|Your command ran successfully|" + SHELL_ENVELOPE_NONE
-    + "|" + CODEX_ENVELOPE + "|" + CLAUDE_CODE_ENVELOPE + "|" + COPILOT_SHELL_RUNNING + "|" + COPILOT_SHELL_STOPPED + "|" + EMPTY_OUTPUT + "|" + PROGRESS
-    + ")")
+    + "|" + CODEX_ENVELOPE + "|" + CLAUDE_CODE_ENVELOPE + "|" + COPILOT_SHELL_RUNNING + "|" + COPILOT_SHELL_STOPPED
+    + "|" + EMPTY_OUTPUT + "|" + PROGRESS + ")")
 # Exit status as agents print it: Claude Code `Exit code 1`, pi `Command exited with code 1`,
 # Codex `Exit code: 1` / `Process exited with code 1`, Gemini CLI and Qwen Code `Exit Code: 1`,
 # GitHub Copilot CLI's shell tools `<shellId: 0 completed with exit code 1>` (the `shell_exit`
@@ -1544,6 +1533,17 @@ def exit_code_of(output: str) -> int | None:
     if m:
         return int(m.group(1))
     return None
+
+
+def claude_task_output(output: str) -> tuple[str, str] | None:
+    """A Claude Code TaskOutput result of a background shell as (what the run printed, with its
+    exit status as the Bash tool prints it, `Exit code N`, once it ended; the task's status), or
+    None for anything else (a sub-agent's task, another tool's output)."""
+    m = CLAUDE_TASK_RE.match(output)
+    if not m:
+        return None
+    status, exit_code, printed = m.groups()
+    return (printed or "") + (f"\nExit code {exit_code}" if exit_code is not None else ""), status
 
 
 def find_tallies(output: str) -> list[tuple[str, bool]]:
