@@ -111,6 +111,17 @@ def test_a_command_list_is_cut_in_its_longest_link():
     assert cut_command(cmd, 1000) == cmd
 
 
+def test_a_long_command_gives_up_its_cd_before_what_it_ran():
+    from worker.facts.shell import cut_command
+
+    # darthzen/neuvector-mcp (tune half): every Bash call opens with a `cd` into a quoted iCloud path.
+    ran = "python -m pytest tests/test_policy_read.py tests/test_policy_write.py tests/test_waf_tools.py -q 2>&1 | tail -30"
+    cmd = 'cd "/Users/rashford/Library/Mobile Documents/com~apple~CloudDocs/Developer/neuvector-mcp" && ' + ran
+    out = cut_command(cmd, 200)
+    assert len(out) <= 200 and out.startswith('cd "/Users/') and out.endswith('/neuvector-mcp" && ' + ran)
+    assert cut_command("cd /repo && " + ran, 200) == "cd /repo && " + ran  # fits: as typed
+
+
 FLUTTER = (Path(__file__).resolve().parents[1] / "fixtures"
            / "cc-flutterdockerimage_aba9151e-9900-4227-9be2-735c5d04d586.jsonl")  # NOTICE.md; tune half
 

@@ -161,12 +161,22 @@ CHAIN_RE = re.compile(r"\s*(?:&&|\|\||;)\s*")  # the links of a command list (ba
 MIN_LINK_CHARS = 40  # a link cut shorter than this no longer names its command
 
 
+CD_LINK_RE = re.compile(r"""^(\s*cd\s+)("[^"\n]*"|'[^'\n]*'|[^\s;&|]+)(\s*&&\s*)""")  # a leading `cd DIR &&`, DIR quoted or not
+
+
 def cut_command(command: str, limit: int) -> str:
-    """A long command within `limit`: a list (`a && b; c`) is cut in its longest link, so each
-    link's command stays readable (`git add <paths…> && git commit -m "msg"` keeps its message);
-    one long command is cut in its middle."""
+    """A long command within `limit`: a leading `cd DIR &&` gives up its directory's middle first
+    (it says where, the rest what ran); then a list (`a && b; c`) is cut in its longest link, so
+    each link's command stays readable (`git add <paths…> && git commit -m "msg"` keeps its
+    message); one long command is cut in its middle."""
     if len(command) <= limit:
         return command
+    cd = CD_LINK_RE.match(command)
+    if cd and len(cd.group(2)) > MIN_LINK_CHARS:
+        room = max(MIN_LINK_CHARS, len(cd.group(2)) - (len(command) - limit))
+        command = cd.group(1) + cut_middle(cd.group(2), room) + cd.group(3) + command[cd.end():]
+        if len(command) <= limit:
+            return command
     masked = mask_quotes(command)
     cuts = [(m.start(), m.end()) for m in CHAIN_RE.finditer(masked)]
     bounds = [0] + [x for c in cuts for x in c] + [len(command)]
