@@ -120,6 +120,11 @@ SHELL_ID_TOOLS = {"read_bash", "write_bash", "stop_bash", "read_powershell", "wr
 # before 2.1), stopped by TaskStop (KillShell), each naming the run by its argument here.
 TASK_ID_ARGS = {"taskoutput": "task_id", "bashoutput": "bash_id", "taskstop": "task_id", "killshell": "shell_id"}
 TASK_STOPPED = {"killed", "stopped"}  # a TaskOutput status of a run someone ended: neither passed nor failed
+# Its notice names the file the run writes to, `…/tasks/<ID>.output`, and says "To check interim output,
+# use Read on that file path": such a Read is a poll of the run, what it printed so far, with the
+# Read tool's line numbers (`1\t…`, before 2.1 `     1→…`) in front of each line.
+TASK_OUTPUT_FILE = "{}.output"
+READ_LINE_NUMBER_RE = re.compile(r"^ *\d+(?:\t|→)", re.MULTILINE)
 # Codex code mode: an `exec` cell still running when its yield ends answers `Script running with
 # cell ID N`; `wait {"cell_id": N}` then polls it and gets the rest of its output (codex-rs
 # core/src/tools/code_mode, wait_handler.rs). Every wait is that cell, the same run as its last
@@ -176,6 +181,7 @@ class Action:
     run_id: str | None = None  # a run still going: the id its polls name (run_polled)
     polls: str | None = None  # the run id a poll continued (run_polled)
     in_cell: bool = False  # a tool a Codex code-mode `exec` cell ran, or a wait on such a cell
+    reads_output: bool = False  # a poll that read the run's output file (TASK_OUTPUT_FILE): it may still be going
 
     @cached_property
     def command(self) -> str | None:
@@ -385,11 +391,15 @@ def _call_action(name: str, args: dict[str, Any], pos: int, message_id: str, cwd
     """One tool call as an Action without its result yet: command, files, edit, run key. `running`:
     the runs still going, by run id (run_polled); `in_cell`: a tool a code-mode cell ran."""
     polls = run_polled(name, args)
+    read = next((v for v in (args.get(k) for k in PATH_KEYS) if isinstance(v, str)), None) if name.lower() in READ_TOOLS else None
+    if read and polls is None:
+        polls = next((rid for rid in running if PurePosixPath(read).name == TASK_OUTPUT_FILE.format(rid)), None)
     in_cell = in_cell or (name.lower() in CELL_WAIT_TOOLS and polls is not None)
     started = running.get(polls) if polls else None
     if started is not None:  # a poll of a run still going: the same run, its files named once
         return Action(pos=pos, message_id=message_id, call_message_id=message_id, tool=started.tool,
-                      script=started.script, source=started.source, polls=polls, in_cell=in_cell or started.in_cell)
+                      script=started.script, source=started.source, polls=polls, in_cell=in_cell or started.in_cell,
+                      reads_output=read is not None)
     command = shell_command(args) if name.lower() in SHELL_TOOLS else None
     action = Action(pos=pos, message_id=message_id, call_message_id=message_id, tool=name, script=command, polls=polls,
                     in_cell=in_cell)
@@ -444,8 +454,10 @@ def scan_actions(messages: list[Message], cwd: str | None = None,
                 actions.append(action)
             action.pos, action.message_id = pos, msg.id
             task = claude_task_output(output) if action.polls is not None else None
+            if action.reads_output:
+                output = READ_LINE_NUMBER_RE.sub("", output)
             _analyze_result(action, task[0] if task else output, res.is_error, cwds)
-            if task and task[1] == "running":  # the poll saw it still going: no outcome yet, unless it failed
+            if (task and task[1] == "running") or action.reads_output:  # still going: no outcome yet, unless it failed
                 action.run_id = action.polls
                 action.status = "failed" if action.status == "failed" else "unknown"
             elif task and task[1] in TASK_STOPPED:
