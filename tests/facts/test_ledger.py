@@ -871,6 +871,20 @@ def test_a_claude_code_background_run_is_polled_by_task_output_and_ended_by_task
     assert "b463a86" not in still and {"bd9f9ac", "b3d53de"} <= set(still)  # stopped / never stopped
 
 
+def test_a_read_of_a_background_runs_output_file_is_a_poll_of_that_run():
+    """Claude Code's notice names the file a background run writes, `…/tasks/<ID>.output`, and says
+    to Read it for interim output: that Read is the run's output so far (the Read tool's `N\t`
+    line numbers off), so BuildKit's `#2 ERROR: …` is the build's error, not a file's content
+    (darthzen/neuvector-mcp, tests/fixtures, tune half, lines 113-115)."""
+    session = load(FIXTURES / "cc-neuvectormcp_49719c2a-c765-469e-9431-05c77e815291.jsonl")
+    reads = [a for a in scan_actions(session.messages) if a.reads_output]
+    assert reads and {a.polls for a in reads} == {"bcwi5tjne", "bigojbloj", "b9j781dgi"}
+    first = reads[0]
+    assert first.command.startswith("kubectl -n ai exec nvmcp-build -- buildctl-daemonless.sh")
+    assert (first.status, first.run_id, first.errors[0]) == ("failed", "bcwi5tjne", "#2 ERROR: no match for platform in manifest: not found")
+    assert all(a.status == "unknown" for a in reads if not a.errors)  # still going, as far as a Read can tell
+
+
 def test_a_code_mode_run_that_outlives_its_cell_yield_is_polled_by_wait():
     """Codex code mode: an `exec` cell still running when its yield ends answers `Script running
     with cell ID N`, and each `wait {"cell_id": N}` polls that cell (codex-rs core/src/tools/code_mode).
