@@ -1156,10 +1156,11 @@ def test_claude_code_refusals_are_the_line_up_to_their_reason():
     # classifier's denial; what follows the reason is Claude Code's instructions to the model, the same every time.
     assert error_lines(read("claude_code_auto_mode_denial.txt")) == [
         "Permission for this action was denied by the Claude Code auto mode classifier. Reason: Blocked by classifier."]
-    # ... line 47: the user rejected the call.
+    # ... line 47: the user rejected the call; its first line (the note under it is for the model).
     assert error_lines(read("claude_code_tool_use_rejected.txt")) == [
         "The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it was a file edit, "
-        "the new_string was NOT written to the file)."]
+        "the new_string was NOT written to the file). STOP what you are doing and wait for the user to tell you how "
+        "to proceed."]
     assert error_lines("Permission for this action has been denied. Reason: writes outside the project") == [
         "Permission for this action has been denied. Reason: writes outside the project"]
 

@@ -1002,13 +1002,13 @@ CONVENTIONS: tuple[Convention, ...] = (
                _rx(r"^(Permission for this action (?:was denied by the Claude Code auto mode classifier|has been denied)"
                    r"\. Reason: .+?(?:\.(?= If you have other tasks\b)|$)"
                    r"|The user doesn't want to proceed with this tool use\. The tool use was rejected \(eg\. if it was a "
-                   r"file edit, the new_string was NOT written to the file\)\.)"),
+                   r"file edit, the new_string was NOT written to the file\)\..*)"),
                "Claude Code's refusals of a tool call: `Permission for this action was denied by the Claude Code auto "
                "mode classifier. Reason: <why>` (or `… has been denied. Reason: <why>`) then `. If you have other tasks "
                "…`, and a rejected call `The user doesn't want to proceed with this tool use. The tool use was rejected "
                "(eg. if it was a file edit, the new_string was NOT written to the file).` then `STOP what you are doing "
                "…` or `To tell you how to proceed, the user said:` (@anthropic-ai/claude-code 2.1.197, its bundled "
-               "strings); the line up to the reason, each refusal one fact whichever call it refused"),
+               "strings); a denial up to its reason, a rejection its first line, each one fact whichever call it refused"),
     Convention("agent shell metadata", _rx(r"^(?:User aborted the command$|(?:shell|bash) tool terminated command after "
                                            r"exceeding timeout \d+ ms)"),
                "opencode's shell tool's `<shell_metadata>` (older `<bash_metadata>`) note under the output: `User "
