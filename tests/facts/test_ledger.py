@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import worker.facts.ledger as ledger_module
-from tests.fakes import Builder, swe_messages
+from tests.fakes import Builder, SessionBuilder, swe_messages
 from worker.facts.actions import Action, scan_actions
 from worker.facts.ledger import (
     MAX_COMMANDS,
@@ -873,16 +873,45 @@ def test_a_claude_code_background_run_is_polled_by_task_output_and_ended_by_task
 
 def test_a_read_of_a_background_runs_output_file_is_a_poll_of_that_run():
     """Claude Code's notice names the file a background run writes, `…/tasks/<ID>.output`, and says
-    to Read it for interim output: that Read is the run's output so far (the Read tool's `N\t`
-    line numbers off), so BuildKit's `#2 ERROR: …` is the build's error, not a file's content
-    (darthzen/neuvector-mcp, tests/fixtures, tune half, lines 113-115)."""
+    to Read it for interim output: that Read is what the run printed (the Read tool's `N\t` line
+    numbers off), so BuildKit's `#2 ERROR: …` is the build's error, not a file's content. A
+    `<task-notification>` ends the run with its exit status; a Read after it still shows that run's
+    output (darthzen/neuvector-mcp, tests/fixtures, tune half, lines 113-115 and 189-196)."""
     session = load(FIXTURES / "cc-neuvectormcp_49719c2a-c765-469e-9431-05c77e815291.jsonl")
-    reads = [a for a in scan_actions(session.messages) if a.reads_output]
-    assert reads and {a.polls for a in reads} == {"bcwi5tjne", "bigojbloj", "b9j781dgi"}
-    first = reads[0]
-    assert first.command.startswith("kubectl -n ai exec nvmcp-build -- buildctl-daemonless.sh")
-    assert (first.status, first.run_id, first.errors[0]) == ("failed", "bcwi5tjne", "#2 ERROR: no match for platform in manifest: not found")
-    assert all(a.status == "unknown" for a in reads if not a.errors)  # still going, as far as a Read can tell
+    actions = scan_actions(session.messages)
+    build = [a for a in actions if a.run_id == "bcwi5tjne" or a.polls == "bcwi5tjne"]
+    assert build[0].command.startswith("kubectl -n ai exec nvmcp-build -- buildctl-daemonless.sh")
+    assert [(a.status, a.exit_code, a.run_id, a.reads_output, a.errors[:1]) for a in build] == [
+        ("unknown", None, "bcwi5tjne", False, []),  # started in the background
+        ("ok", 0, None, False, []),  # the harness's notice: `completed (exit code 0)`
+        ("failed", None, None, True, ["#2 ERROR: no match for platform in manifest: not found"])]  # then read
+    reads = [a for a in actions if a.reads_output and a.polls == "bigojbloj"]
+    assert reads and all(a.status == "unknown" and a.run_id == "bigojbloj" for a in reads[:-1])
+    assert [r.run_id for r in extract_ledger(session.messages).running] == ["b9j781dgi"]  # no notice for it
+
+
+def test_polls_that_do_not_speak_for_the_run():
+    """A poll Claude Code refused (`<tool_use_error>`) leaves its run as it was; a Copilot notice quoted
+    in another command's output (a `grep` over an events log) starts no run; a run its notice says was
+    killed neither passed nor failed, and is no longer running."""
+    start = "Command running in background with ID: b1. Output is being written to: /tmp/s/tasks/b1.output"
+    session = (SessionBuilder().user("build it")
+               .tool("Bash", {"command": "npm run build", "run_in_background": True}, start)
+               .tool("Read", {"file_path": "/tmp/s/tasks/b1.output"}, "<tool_use_error>File does not exist.</tool_use_error>",
+                     is_error=True)
+               .tool("TaskStop", {"task_id": "b1"}, "<tool_use_error>Task b1 is not running (status: completed)</tool_use_error>",
+                     is_error=True)
+               .tool("Bash", {"command": "grep -h shellId events.jsonl"},
+                     '{"content":"<command started in background with shellId: 7>"}').build())
+    actions = scan_actions(session.messages)
+    assert [(a.command, a.status, a.run_id, a.errors) for a in actions] == [
+        ("npm run build", "unknown", "b1", []), ("npm run build", "unknown", "b1", []), ("npm run build", "unknown", "b1", []),
+        ("grep -h shellId events.jsonl", "ok", None, [])]
+    notice = ("<task-notification>\n<task-id>b1</task-id>\n<output-file>/tmp/s/tasks/b1.output</output-file>\n"
+              "<status>killed</status>\n<summary>Background command \"Build\" was stopped</summary>\n</task-notification>")
+    killed = SessionBuilder().user("build it").tool("Bash", {"command": "npm run build"}, start).user(notice).build()
+    assert [(a.status, a.polls) for a in scan_actions(killed.messages)][1:] == [("unknown", "b1")]
+    assert extract_ledger(killed.messages).running == []
 
 
 def test_a_code_mode_run_that_outlives_its_cell_yield_is_polled_by_wait():

@@ -29,6 +29,7 @@ from .output import (
     CANCELLED_CALL_RE,
     CELL_RUNNING_RE,
     CLAUDE_BACKGROUND_RE,
+    CLAUDE_TASK_NOTIFICATION_RE,
     CLAUDE_TASK_STOPPED_RE,
     CODE_MODE_SESSION_RE,
     COMMIT_OUTPUT_RE,
@@ -116,14 +117,17 @@ STDIN_TOOLS = {"write_stdin"}
 # GitHub Copilot CLI's shells: a run still going answers with its `shellId` (output.COPILOT_SHELL_RUNNING),
 # and these tools poll it by `shellId` (or type into it), the last one with its exit code.
 SHELL_ID_TOOLS = {"read_bash", "write_bash", "stop_bash", "read_powershell", "write_powershell", "stop_powershell"}
-# Claude Code's background Bash runs (output.CLAUDE_BACKGROUND_RE): polled by TaskOutput (BashOutput
-# before 2.1), stopped by TaskStop (KillShell), each naming the run by its argument here.
-TASK_ID_ARGS = {"taskoutput": "task_id", "bashoutput": "bash_id", "taskstop": "task_id", "killshell": "shell_id"}
-TASK_STOPPED = {"killed", "stopped"}  # a TaskOutput status of a run someone ended: neither passed nor failed
+# Claude Code's background Bash runs (output.CLAUDE_BACKGROUND_RE): polled by TaskOutput, stopped by
+# TaskStop, each naming the run by its `task_id`; a poll the harness refused (`<tool_use_error>`: no
+# such task, not running) says nothing of the run.
+TASK_TOOLS = {"taskoutput", "taskstop"}
+TASK_GOING = {"running", "pending"}  # a TaskOutput status of a run not ended yet
+TASK_KILLED = "killed"  # ended by someone (TaskStop, the user): neither passed nor failed
 # Its notice names the file the run writes to, `…/tasks/<ID>.output`, and says "To check interim output,
 # use Read on that file path": such a Read is a poll of the run, what it printed so far, with the
 # Read tool's line numbers (`1\t…`, before 2.1 `     1→…`) in front of each line.
 TASK_OUTPUT_FILE = "{}.output"
+TASK_OUTPUT_DIR = "tasks"
 READ_LINE_NUMBER_RE = re.compile(r"^ *\d+(?:\t|→)", re.MULTILINE)
 # Codex code mode: an `exec` cell still running when its yield ends answers `Script running with
 # cell ID N`; `wait {"cell_id": N}` then polls it and gets the rest of its output (codex-rs
@@ -363,14 +367,15 @@ NESTED_CALLS = "nested_calls"
 
 
 def run_polled(name: str, args: dict[str, Any]) -> str | None:
-    """The run id a poll continues: a unified exec session's (STDIN_TOOLS) or a cell's (CELL_WAIT_TOOLS)."""
+    """The run id a poll continues: a unified exec session's (STDIN_TOOLS), a Copilot shell's
+    (SHELL_ID_TOOLS), a Claude Code background task's (TASK_TOOLS) or a cell's (CELL_WAIT_TOOLS)."""
     lname = name.lower()
     if lname in STDIN_TOOLS and "session_id" in args:
         return str(args["session_id"])
     if lname in SHELL_ID_TOOLS and "shellId" in args:
         return str(args["shellId"])
-    if lname in TASK_ID_ARGS and TASK_ID_ARGS[lname] in args:
-        return str(args[TASK_ID_ARGS[lname]])
+    if lname in TASK_TOOLS and "task_id" in args:
+        return str(args["task_id"])
     if lname in CELL_WAIT_TOOLS and "cell_id" in args:
         return CELL_RUN_ID.format(args["cell_id"])
     return None
@@ -387,15 +392,18 @@ def track_run(running: dict[str, Action], action: Action) -> None:
 
 
 def _call_action(name: str, args: dict[str, Any], pos: int, message_id: str, cwds: list[str],
-                 running: dict[str, Action], in_cell: bool) -> Action:
+                 running: dict[str, Action], in_cell: bool, ended: dict[str, Action] | None = None) -> Action:
     """One tool call as an Action without its result yet: command, files, edit, run key. `running`:
-    the runs still going, by run id (run_polled); `in_cell`: a tool a code-mode cell ran."""
+    the runs still going, by run id (run_polled); `in_cell`: a tool a code-mode cell ran; `ended`:
+    the background runs the harness said ended, whose output file a Read may still show."""
+    ended = ended or {}
     polls = run_polled(name, args)
-    read = next((v for v in (args.get(k) for k in PATH_KEYS) if isinstance(v, str)), None) if name.lower() in READ_TOOLS else None
-    if read and polls is None:
-        polls = next((rid for rid in running if PurePosixPath(read).name == TASK_OUTPUT_FILE.format(rid)), None)
+    read = next((p for p in map(clean_tool_path, (args.get(k) for k in PATH_KEYS)) if p), None) \
+        if name.lower() in READ_TOOLS else None
+    if read and polls is None and PurePosixPath(read).parent.name == TASK_OUTPUT_DIR:
+        polls = next((rid for rid in [*running, *ended] if PurePosixPath(read).name == TASK_OUTPUT_FILE.format(rid)), None)
     in_cell = in_cell or (name.lower() in CELL_WAIT_TOOLS and polls is not None)
-    started = running.get(polls) if polls else None
+    started = (running.get(polls) or (ended.get(polls) if read else None)) if polls else None
     if started is not None:  # a poll of a run still going: the same run, its files named once
         return Action(pos=pos, message_id=message_id, call_message_id=message_id, tool=started.tool,
                       script=started.script, source=started.source, polls=polls, in_cell=in_cell or started.in_cell,
@@ -420,6 +428,7 @@ def scan_actions(messages: list[Message], cwd: str | None = None,
     cwds = [cwd] if cwd else []
     pending: dict[str, Action] = {}
     running = dict(running or {})  # run id -> the run that started it
+    ended: dict[str, Action] = {}  # Claude Code background runs its notices said ended (_notified_ends)
     actions: list[Action] = []
     user_shell: Action | None = None  # a `!cmd` whose output comes in a later message
     for pos, msg in enumerate(messages):
@@ -427,6 +436,7 @@ def scan_actions(messages: list[Message], cwd: str | None = None,
             continue
         if msg.role == "user":
             user_shell = _harness_action(msg, pos, cwds, actions, user_shell)
+            _notified_ends(msg, pos, running, actions, ended)
         meta_cwd = msg.meta.get("cwd")
         if isinstance(meta_cwd, str) and meta_cwd not in cwds:
             cwds.append(meta_cwd)
@@ -437,7 +447,7 @@ def scan_actions(messages: list[Message], cwd: str | None = None,
             in_cell = inner is not None
             made = ([_call_action(name, args if isinstance(args, dict) else {}, pos, msg.id, cwds, running, in_cell)
                      for name, args in calls]
-                    or [_call_action(part.name, part.argument_dict(), pos, msg.id, cwds, running, in_cell)])
+                    or [_call_action(part.name, part.argument_dict(), pos, msg.id, cwds, running, in_cell, ended)])
             # A script's tools share its one result: the last one it ran takes it (its outcome
             # and errors), the earlier ones keep their command and files with no status.
             pending[part.id] = made[-1]
@@ -453,18 +463,38 @@ def scan_actions(messages: list[Message], cwd: str | None = None,
                                 source=res.name or "tool")
                 actions.append(action)
             action.pos, action.message_id = pos, msg.id
+            refused = action.polls is not None and res.is_error and (action.reads_output or res.name.lower() in TASK_TOOLS)
             task = claude_task_output(output) if action.polls is not None else None
             if action.reads_output:
                 output = READ_LINE_NUMBER_RE.sub("", output)
             _analyze_result(action, task[0] if task else output, res.is_error, cwds)
-            if (task and task[1] == "running") or action.reads_output:  # still going: no outcome yet, unless it failed
-                action.run_id = action.polls
+            if refused:  # the harness's answer, not the run's: it goes on as it was
+                action.errors, action.further_errors, action.status, action.run_id = [], [], "unknown", action.polls
+            elif (task and task[1] in TASK_GOING) or action.reads_output:  # no outcome, unless it failed
+                action.run_id = action.polls if action.polls in running else None  # still going, as far as it tells
                 action.status = "failed" if action.status == "failed" else "unknown"
-            elif task and task[1] in TASK_STOPPED:
+            elif task and task[1] == TASK_KILLED:
                 action.status = "unknown"
             track_run(running, action)
     actions.sort(key=lambda a: a.pos)  # stable: calls without results keep their place
     return actions
+
+
+def _notified_ends(msg: Message, pos: int, running: dict[str, Action], actions: list[Action],
+                   ended: dict[str, Action]) -> None:
+    """The background runs a Claude Code `<task-notification>` in this user message says have ended
+    (output.CLAUDE_TASK_NOTIFICATION_RE): each ends with its exit status, from `running` to `ended`."""
+    if "<task-notification>" not in msg.text:
+        return
+    for task_id, status, exit_code in CLAUDE_TASK_NOTIFICATION_RE.findall(msg.text):
+        started = running.pop(task_id.strip(), None)
+        if started is None or status in TASK_GOING:
+            continue
+        ended[task_id.strip()] = started
+        code = int(exit_code) if exit_code else None
+        actions.append(Action(pos=pos, message_id=msg.id, call_message_id=None, tool=started.tool, script=started.script,
+                              source=started.source, polls=task_id.strip(), has_result=True, exit_code=code,
+                              status="unknown" if status == TASK_KILLED else "ok" if code == 0 else "failed"))
 
 
 def _harness_action(msg: Message, pos: int, cwds: list[str], actions: list[Action],

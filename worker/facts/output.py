@@ -146,16 +146,21 @@ CODEX_ENVELOPE = (r"Chunk ID: \w+$|Wall time:? [\d.]+ seconds$|Script completed$
 # notice, as Codex's `Process running with session ID`, not the command's output.
 CLAUDE_CODE_ENVELOPE = r"Command (?:running in background|was manually backgrounded by user) with ID: (\S+?)\. "
 CLAUDE_BACKGROUND_RE = re.compile("^" + CLAUDE_CODE_ENVELOPE, re.MULTILINE)
-# Its TaskOutput tool (BashOutput before 2.1) polls such a run by `task_id` and answers with the
+# Its TaskOutput tool polls such a run by `task_id` and answers with the
 # task's state around what it printed: `<retrieval_status>…</retrieval_status>`, `<task_id>`,
 # `<task_type>local_bash</task_type>`, `<status>running|completed|failed|killed</status>`, the
 # `<exit_code>N</exit_code>` once it ended, then `<output>\n…\n</output>` (@anthropic-ai/claude-code
-# 2.1.197, its bundled TaskOutput result builder); TaskStop (KillShell before) ends it with
-# `{"message": "Successfully stopped task: ID (command)", …}`.
+# 2.1.197, its bundled TaskOutput result builder); TaskStop ends it with `{"message": "Successfully
+# stopped task: ID (command)", …}`, and when it ends by itself the harness says so in a user message:
+# `<task-notification><task-id>ID</task-id>…<status>completed|failed|killed</status><summary>Background
+# command "…" completed (exit code 0)</summary>` (its status from the exit code; `killed` if interrupted).
 CLAUDE_TASK_RE = re.compile(r"\A\s*<retrieval_status>[^<]*</retrieval_status>\s*<task_id>[^<]+</task_id>\s*"
                             r"<task_type>local_bash</task_type>\s*<status>(\w+)</status>\s*"
                             r"(?:<exit_code>(-?\d+)</exit_code>\s*)?(?:<output>\n?(.*?)\n?(?:</output>\s*)?)?\Z", re.DOTALL)
 CLAUDE_TASK_STOPPED_RE = re.compile(r'"message"\s*:\s*"Successfully stopped task: \S+ \(')
+CLAUDE_TASK_NOTIFICATION_RE = re.compile(
+    r"<task-notification>\s*<task-id>([^<]+)</task-id>.*?<status>(\w+)</status>(?:\s*<summary>[^<]*?"
+    r"\(exit code (-?\d+)\)[^<]*</summary>)?", re.S)
 # GitHub Copilot CLI's shells (its bash and powershell tools; @github/copilot 1.0.0 index.js, 1.0.60
 # app.js on npm): a command run with `mode: "async"` answers `<command started in background with
 # shellId: ID>` (`detached background` with `detach: true`), a sync one still going when its
@@ -163,7 +168,7 @@ CLAUDE_TASK_STOPPED_RE = re.compile(r'"message"\s*:\s*"Successfully stopped task
 # `read_bash` / `write_bash {"shellId": ID}` poll it (actions.py). The harness's notice, not output.
 COPILOT_SHELL_RUNNING = (r"<command (?:started in (?:detached )?background with shellId: ([^>\s]+)>"
                          r"|with shellId: (\S+) is still running after\b)")
-COPILOT_SHELL_RUNNING_RE = re.compile(COPILOT_SHELL_RUNNING)
+COPILOT_SHELL_RUNNING_RE = re.compile("^" + COPILOT_SHELL_RUNNING, re.MULTILINE)  # its own line, not a quote of one
 # `stop_bash {"shellId": ID}` ends that run: `<command with id: ID stopped>`, with no exit status.
 COPILOT_SHELL_STOPPED = r"<command with id: \S+ stopped>$"
 COPILOT_SHELL_STOPPED_RE = re.compile(COPILOT_SHELL_STOPPED, re.MULTILINE)
@@ -1254,15 +1259,10 @@ CONVENTIONS: tuple[Convention, ...] = (
                "BuildKit's plain progress (`docker build --progress=plain`, buildctl, what a non-TTY gets): a step "
                "that failed ends `#N ERROR: <its error>` (moby/buildkit util/progress/progressui printer.go, "
                "`#%d ERROR: %s`), before the build's `error: failed to solve: …`"),
-    # An HTTP response whose status is a client or server error (RFC 9110 §15.5, §15.6), as curl prints
-    # its status line with `-i` / `-I` / `-D -` (`< ` before it with `-v`): curl exits 0 all the same.
-    Convention("http error status", _rx(r"^(?:< )?(HTTP/\d(?:\.\d)? [45]\d\d(?: [^\r\n]*)?)\r?$"),
-               "an HTTP/1.x or HTTP/2 response's status line (RFC 9112 §4 `HTTP-version SP status-code SP "
-               "[ reason-phrase ]`; curl's `HTTP/2 404`) with a 4xx or 5xx status (RFC 9110 §15.5, §15.6)"),
     # uvicorn's default log format is `%(levelprefix)s %(message)s`, the level name and a colon padded
     # to nine: `ERROR:    msg` (uvicorn/logging.py, ColourizedFormatter), as an ASGI server's log shows it.
-    Convention("uvicorn log error", _rx(r"^(?:ERROR: {4}|CRITICAL: )\S"),
-               "uvicorn's log lines at ERROR and CRITICAL: `ERROR:    Exception in ASGI application`, "
+    Convention("uvicorn log error", _rx(r"^ERROR: {4}\S"),
+               "uvicorn's log lines at ERROR: `ERROR:    Exception in ASGI application`, "
                "`ERROR:    ASGI callable returned without completing response.` (uvicorn/logging.py "
                "ColourizedFormatter levelprefix; uvicorn/protocols/http)"),
     Convention("docker daemon", _rx(r"(?:^|: )Error response from daemon: \S"),
