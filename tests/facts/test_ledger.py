@@ -912,6 +912,24 @@ def test_polls_that_do_not_speak_for_the_run():
     killed = SessionBuilder().user("build it").tool("Bash", {"command": "npm run build"}, start).user(notice).build()
     assert [(a.status, a.polls) for a in scan_actions(killed.messages)][1:] == [("unknown", "b1")]
     assert extract_ledger(killed.messages).running == []
+    # After its notice (`failed with exit code 143`, behind another task's notice in the same message), a
+    # refused Read does not bring it back, and a TaskOutput still polls that run: its error is the build's.
+    notices = ("<task-notification>\n<task-id>m1</task-id>\n<summary>Monitor event</summary>\n</task-notification>\n"
+               "<task-notification>\n<task-id>b1</task-id>\n<status>failed</status>\n<summary>Background command "
+               "\"Build\" failed with exit code 143</summary>\n</task-notification>")
+    output = ("<retrieval_status>success</retrieval_status>\n\n<task_id>b1</task_id>\n\n<task_type>local_bash</task_type>"
+              "\n\n<status>failed</status>\n\n<exit_code>143</exit_code>\n\n<output>\nsrc/a.ts(3,1): error TS2304: "
+              "Cannot find name 'x'.\n</output>")
+    ended = (SessionBuilder().user("build it").tool("Bash", {"command": "npm run build"}, start).user(notices)
+             .tool("Read", {"file_path": "/tmp/s/tasks/b1.output"}, "<tool_use_error>File content (40000 tokens) exceeds "
+                   "maximum allowed tokens (25000).</tool_use_error>", is_error=True)
+             .tool("TaskOutput", {"task_id": "b1"}, output).build())
+    assert [(a.command, a.status, a.exit_code, a.run_id) for a in scan_actions(ended.messages)] == [
+        ("npm run build", "unknown", None, "b1"), ("npm run build", "failed", 143, None),
+        ("npm run build", "unknown", None, None), ("npm run build", "failed", 143, None)]
+    ledger = extract_ledger(ended.messages)
+    assert ledger.running == [] and [(e.text, e.command) for e in ledger.errors] == [
+        ("src/a.ts(3,1): error TS2304: Cannot find name 'x'.", "npm run build")]
 
 
 def test_a_code_mode_run_that_outlives_its_cell_yield_is_polled_by_wait():

@@ -403,8 +403,8 @@ def _call_action(name: str, args: dict[str, Any], pos: int, message_id: str, cwd
     if read and polls is None and PurePosixPath(read).parent.name == TASK_OUTPUT_DIR:
         polls = next((rid for rid in [*running, *ended] if PurePosixPath(read).name == TASK_OUTPUT_FILE.format(rid)), None)
     in_cell = in_cell or (name.lower() in CELL_WAIT_TOOLS and polls is not None)
-    started = (running.get(polls) or (ended.get(polls) if read else None)) if polls else None
-    if started is not None:  # a poll of a run still going: the same run, its files named once
+    started = (running.get(polls) or ended.get(polls)) if polls else None
+    if started is not None:  # a poll of a run (still going, or ended by a notice): the same run, its files named once
         return Action(pos=pos, message_id=message_id, call_message_id=message_id, tool=started.tool,
                       script=started.script, source=started.source, polls=polls, in_cell=in_cell or started.in_cell,
                       reads_output=read is not None)
@@ -469,7 +469,8 @@ def scan_actions(messages: list[Message], cwd: str | None = None,
                 output = READ_LINE_NUMBER_RE.sub("", output)
             _analyze_result(action, task[0] if task else output, res.is_error, cwds)
             if refused:  # the harness's answer, not the run's: it goes on as it was
-                action.errors, action.further_errors, action.status, action.run_id = [], [], "unknown", action.polls
+                action.errors, action.further_errors, action.status = [], [], "unknown"
+                action.run_id = action.polls if action.polls in running else None
             elif (task and task[1] in TASK_GOING) or action.reads_output:  # no outcome, unless it failed
                 action.run_id = action.polls if action.polls in running else None  # still going, as far as it tells
                 action.status = "failed" if action.status == "failed" else "unknown"
@@ -487,14 +488,14 @@ def _notified_ends(msg: Message, pos: int, running: dict[str, Action], actions: 
     if "<task-notification>" not in msg.text:
         return
     for task_id, status, exit_code in CLAUDE_TASK_NOTIFICATION_RE.findall(msg.text):
-        started = running.pop(task_id.strip(), None)
-        if started is None or status in TASK_GOING:
+        task_id = task_id.strip()
+        if status in TASK_GOING or task_id not in running:
             continue
-        ended[task_id.strip()] = started
+        started = ended[task_id] = running.pop(task_id)
         code = int(exit_code) if exit_code else None
         actions.append(Action(pos=pos, message_id=msg.id, call_message_id=None, tool=started.tool, script=started.script,
-                              source=started.source, polls=task_id.strip(), has_result=True, exit_code=code,
-                              status="unknown" if status == TASK_KILLED else "ok" if code == 0 else "failed"))
+                              source=started.source, polls=task_id, has_result=True, exit_code=code,
+                              status={"completed": "ok", "failed": "failed"}.get(status, "unknown")))
 
 
 def _harness_action(msg: Message, pos: int, cwds: list[str], actions: list[Action],

@@ -153,14 +153,14 @@ CLAUDE_BACKGROUND_RE = re.compile("^" + CLAUDE_CODE_ENVELOPE, re.MULTILINE)
 # 2.1.197, its bundled TaskOutput result builder); TaskStop ends it with `{"message": "Successfully
 # stopped task: ID (command)", …}`, and when it ends by itself the harness says so in a user message:
 # `<task-notification><task-id>ID</task-id>…<status>completed|failed|killed</status><summary>Background
-# command "…" completed (exit code 0)</summary>` (its status from the exit code; `killed` if interrupted).
+# command "…" completed (exit code 0)</summary>` (`… failed with exit code 143`; `killed` if interrupted).
 CLAUDE_TASK_RE = re.compile(r"\A\s*<retrieval_status>[^<]*</retrieval_status>\s*<task_id>[^<]+</task_id>\s*"
                             r"<task_type>local_bash</task_type>\s*<status>(\w+)</status>\s*"
                             r"(?:<exit_code>(-?\d+)</exit_code>\s*)?(?:<output>\n?(.*?)\n?(?:</output>\s*)?)?\Z", re.DOTALL)
 CLAUDE_TASK_STOPPED_RE = re.compile(r'"message"\s*:\s*"Successfully stopped task: \S+ \(')
 CLAUDE_TASK_NOTIFICATION_RE = re.compile(
-    r"<task-notification>\s*<task-id>([^<]+)</task-id>.*?<status>(\w+)</status>(?:\s*<summary>[^<]*?"
-    r"\(exit code (-?\d+)\)[^<]*</summary>)?", re.S)
+    r"<task-notification>\s*<task-id>([^<]+)</task-id>(?:(?!</task-notification>).)*?<status>(\w+)</status>"
+    r"(?:\s*<summary>[^<]*?(?:\(exit code |with exit code )(-?\d+)[^<]*</summary>)?", re.S)
 # GitHub Copilot CLI's shells (its bash and powershell tools; @github/copilot 1.0.0 index.js, 1.0.60
 # app.js on npm): a command run with `mode: "async"` answers `<command started in background with
 # shellId: ID>` (`detached background` with `detach: true`), a sync one still going when its
