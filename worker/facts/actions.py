@@ -118,8 +118,8 @@ STDIN_TOOLS = {"write_stdin"}
 # and these tools poll it by `shellId` (or type into it), the last one with its exit code.
 SHELL_ID_TOOLS = {"read_bash", "write_bash", "stop_bash", "read_powershell", "write_powershell", "stop_powershell"}
 # Claude Code's background Bash runs (output.CLAUDE_BACKGROUND_RE): polled by TaskOutput, stopped by
-# TaskStop, each naming the run by its `task_id`; a poll the harness refused (`<tool_use_error>`: no
-# such task, not running) says nothing of the run.
+# TaskStop, each naming the run by its `task_id`. A TaskOutput, TaskStop or output-file Read answered with
+# an error (`<tool_use_error>`: no such file or task, not running) is the harness's answer, not the run's.
 TASK_TOOLS = {"taskoutput", "taskstop"}
 TASK_GOING = {"running", "pending"}  # a TaskOutput status of a run not ended yet
 TASK_KILLED = "killed"  # ended by someone (TaskStop, the user): neither passed nor failed
