@@ -211,9 +211,9 @@ def test_real_agent_summary_is_the_raw_record_and_scored_on_earlier_facts() -> N
     from benchmarks.real_facts import agent_summary_text, load_cases, raw_record, score_text
 
     cases = {c.name: c for c in load_cases()}
-    assert len(cases) == 60
-    assert sum(c.split == "heldout" for c in cases.values()) == 12  # README.md: split by repository, 12 / 48
-    assert sum(c.split == "tune" for c in cases.values()) == 48
+    assert len(cases) == 63
+    assert sum(c.split == "heldout" for c in cases.values()) == 12  # README.md: split by repository, 12 / 51
+    assert sum(c.split == "tune" for c in cases.values()) == 51
     spotter = next(c for name, c in cases.items() if name.startswith("cc-spotter"))
     record = raw_record(spotter.fixture, spotter.summary_where)
     assert record.get("isCompactSummary") is True
