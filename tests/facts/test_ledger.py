@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -26,7 +28,7 @@ from worker.facts.ledger import (
     extract_ledger,
     is_chitchat,
 )
-from worker.facts.output import error_lines, find_tallies, first_meaningful_line
+from worker.facts.output import diffstat_paths, error_lines, find_tallies, first_meaningful_line
 from worker.facts.shell import (
     commit_subject,
     looks_like_path,
@@ -775,6 +777,77 @@ def test_paths_git_add_names_are_changed_files_not_edits():
         ("src/a.py", "staged"), ("tests/b.py", "staged")]
     staging = Action(pos=0, message_id="m", call_message_id="m", tool="Bash", files=[("src/a.py", "staged")])
     assert staging.changes == []
+
+
+def test_the_files_a_git_diffstat_lists_are_files_not_edits():
+    # castai/kimchi-dev (tests/fixtures, tune half): `git show 9b6e51761536 --stat` lists the three
+    # files the commit in question changed; the session then reads two of them, never the third
+    s = load(FIXTURES / "pi-kimchidev_019dcd91-86ff-737d-86b6-08c8e5ec7284.jsonl")
+    cwd = s.meta["cwd"]
+    actions = scan_actions(s.messages, cwd=cwd)
+    shows = [a for a in actions if a.command and "--stat" in a.command]
+    assert shows and ("src/extensions/web-fetch/page-fetcher.ts", "listed") in shows[0].files
+    assert all(a.changes == [] for a in shows)  # a commit's change is not this session's edit
+    ledger = extract_ledger(s.messages, cwd=cwd, actions=actions)
+    fetcher = ledger.file("src/extensions/web-fetch/page-fetcher.ts")
+    assert fetcher is not None and fetcher.actions == ["listed"] and not fetcher.changed and fetcher.rank == 3
+    models, cli = ledger.file("src/models.ts"), ledger.file("src/cli.ts")  # met later: known by what was done
+    assert models is not None and models.actions == ["read", "modified"] and models.rank == 0
+    assert cli is not None and cli.actions == ["read"] and cli.last_action == "read"
+
+
+def test_diffstat_paths_as_git_prints_them(tmp_path: Path):
+    # git's own output (diff.c show_stats): a rename in braces, a name cut to fit the column with
+    # `...`, a binary file, `--compact-summary`'s tags, a C-quoted name; a cut name is no path
+    git = shutil.which("git")
+    assert git, "git is needed: compactd's tests run in a git checkout"
+
+    def run(*args: str) -> str:
+        return subprocess.run([git, "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                              cwd=tmp_path, check=True, capture_output=True, text=True).stdout
+
+    run("init", "-q")
+    long_dir = tmp_path / "packages" / "a-rather-long-package-name" / "src" / "components" / "shared"
+    long_dir.mkdir(parents=True)
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "guide.md").write_text("one\ntwo\nthree\n")
+    (long_dir / "ContextFilesBrowserModal.tsx").write_text("x\n")
+    (tmp_path / "logo.png").write_bytes(b"\x89PNG\x00\x01")
+    run("add", "-A")
+    run("commit", "-q", "-m", "first")
+    (tmp_path / "docs" / "howto").mkdir()
+    run("mv", "docs/guide.md", "docs/howto/guide.md")
+    (long_dir / "ContextFilesBrowserModal.tsx").write_text("y\n")
+    (tmp_path / "logo.png").write_bytes(b"\x89PNG\x00\x02")
+    run("commit", "-q", "-am", "second")
+    out = run("show", "--stat=60", "-M", "--format=", "HEAD")
+    assert "{ => howto}" in out and " .../" in out and "Bin " in out  # the three forms are there
+    assert diffstat_paths(out) == ["docs/howto/guide.md", "logo.png"]
+    whole = run("show", "--stat=200", "--format=", "HEAD")
+    assert "packages/a-rather-long-package-name/src/components/shared/ContextFilesBrowserModal.tsx" in diffstat_paths(whole)
+    # a patch's context lines open with a space too: ` x.py | 3` in a table is no diffstat line
+    (tmp_path / "docs" / "sizes.md").write_text("x.py | 3\ny.py | 4\nz.py | 5\n")
+    (tmp_path / "été.txt").write_text("non-ASCII: C-quoted\n")
+    run("add", "-A")
+    run("commit", "-q", "-m", "third")
+    compact = run("show", "--stat", "--compact-summary", "--format=", "HEAD")
+    assert '"\\303\\251t\\303\\251.txt" (new)' in compact
+    assert diffstat_paths(compact) == ["docs/sizes.md", "été.txt"]
+    (tmp_path / "docs" / "sizes.md").write_text("x.py | 3\ny.py | 4\nz.py | 6\n")
+    run("commit", "-q", "-am", "fourth")
+    patch = run("show", "--stat", "-p", "--format=", "HEAD")
+    assert "\n x.py | 3\n" in patch and diffstat_paths(patch) == ["docs/sizes.md"]
+    # git names files from the repository's top; a session working in a subdirectory names them from
+    # there: one file, which the session's own read names
+    sub = long_dir.parent.parent
+    show = subprocess.run([git, "show", "--stat=200", "--format=", "HEAD~2"], cwd=sub, check=True,
+                          capture_output=True, text=True).stdout
+    b = SessionBuilder()
+    b.user("why did the modal change?").bash("git show --stat HEAD~2", show)
+    b.call("Read", {"file_path": str(long_dir / "ContextFilesBrowserModal.tsx")}, "y")
+    files = {f.path: f.actions for f in extract_ledger(b.messages, cwd=str(sub)).files}
+    assert files == {"logo.png": ["listed"], "docs/howto/guide.md": ["listed"],
+                     "components/shared/ContextFilesBrowserModal.tsx": ["read"]}
 
 
 def test_a_poll_of_a_running_codex_command_is_that_run():

@@ -10,9 +10,12 @@ from __future__ import annotations
 from worker.facts.ledger import CommandFact, ErrorFact, FileFact, Ledger, UserInstruction
 from worker.facts.workstate import WorkItem, WorkState
 from worker.pipeline.checkpoint import (
+    RANK_CHANGED,
+    RANK_DETAIL,
     RANK_OPEN_ERROR,
     RANK_OPEN_WORK,
     RANK_RULE,
+    RANK_SPARE,
     Section,
     fit_dense,
     grouped_paths,
@@ -69,6 +72,18 @@ def test_paths_are_grouped_under_their_common_directory_keeping_their_own() -> N
     assert body.splitlines()[:3] == ["- `apps/web/src/`", "  - `stores/auth.store.ts` — read, modified",
                                      "  - `hooks/useAuth.ts` — modified"]
     assert "- `README.md` — read" in body and "`a` → `b`" not in body  # edit snippets are detail
+
+
+def test_grouped_paths_keep_their_own_ranks() -> None:
+    """A file only read, or only named in a git diffstat, ranks below a changed one under the
+    same directory heading: grouping does not promote it."""
+    facts = ledger()
+    facts.files.append(FileFact("apps/web/src/lib/api.ts", ["read"], ["m5"], "read", 5))
+    facts.files.append(FileFact("apps/web/src/lib/env.ts", ["listed"], ["m6"], "listed", 6))
+    files = grouped_paths(ledger_sections(facts, "en", dense=True))["Relevant Files"]
+    group = next(b for block in files.blocks for b in block.bullets if b.group)
+    assert group.rank == RANK_CHANGED and group.sub_ranks == [RANK_CHANGED, RANK_CHANGED, RANK_DETAIL, RANK_SPARE]
+    assert group.subs[3] == "`lib/env.ts` — in a git diffstat"
 
 
 def test_the_dense_rendering_only_where_the_normal_one_does_not_fit_whole() -> None:

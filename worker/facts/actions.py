@@ -44,6 +44,7 @@ from .output import (
     SWE_CWD_RE,
     SWE_FILE_HEADER_RE,
     claude_task_output,
+    diffstat_paths,
     error_findings,
     exit_code_of,
     failing_test_ids,
@@ -63,6 +64,7 @@ from .shell import (
     GH_PR_CMD_RE,
     GH_PR_TITLE_RE,
     GIT_COMMIT_CMD_RE,
+    GIT_DIFFSTAT_CMD_RE,
     GIT_LOG_CMD_RE,
     GIT_PICK_CMD_RE,
     READ_COMMANDS,
@@ -80,6 +82,9 @@ from .shell import (
 )
 from .text import cut_middle
 
+# What a run did to a file that is no edit of it: read it, staged it (`git add`: changed before), or
+# printed its name in a git diffstat ("listed": a commit's or the tree's change, not this run's).
+NOT_EDITS = ("read", "staged", "listed")
 # Lower-cased tool names across agents (Claude Code, pi, Codex, SWE-agent, OpenHands, Cursor).
 READ_TOOLS = {"read", "read_file", "view", "open", "view_file", "readfile", "cat", "notebookread"}
 WRITE_TOOLS = {"write", "write_file", "create_file", "create", "writefile"}
@@ -204,7 +209,7 @@ class Action:
     @property
     def changes(self) -> list[tuple[str, str]]:
         """The edits: a path `git add` named ("staged") was changed before, not by this run."""
-        return [(p, a) for p, a in self.files if a not in ("read", "staged")]
+        return [(p, a) for p, a in self.files if a not in NOT_EDITS]
 
 
 def _call_files(name: str, args: dict[str, Any], cwds: list[str]) -> list[tuple[str, str]]:
@@ -337,6 +342,9 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
                                        moved_back=bool(RELATIVE_REV_RE.search(action.script)))
     if action.script and not failed:
         action.pull_requests = _pull_requests(action.script, output)
+    if action.script and GIT_DIFFSTAT_CMD_RE.search(action.script):
+        named = {p for p, _ in action.files}
+        action.files += [(p, "listed") for p in (normalize_path(n, cwds) for n in diffstat_paths(output)) if p not in named]
     if action.command:
         action.branches += [a or b for a, b in BRANCH_OUTPUT_RE.findall(output)]
         action.branches += [sha_branch for _, _, sha_branch in action.commits if sha_branch]

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..session import GIT_BRANCH, Message
-from .actions import MARKUP_TAG_RE, Action, reruns, scan_actions, track_run
+from .actions import MARKUP_TAG_RE, NOT_EDITS, Action, reruns, scan_actions, track_run
 from .output import GHA_ANNOTATION_RE, TASK_PREFIX_RE, error_findings
-from .shell import only_looks
+from .shell import only_looks, same_file
 from .text import CUT_MARKER, SENTENCE_END_RE, code, cut_middle
 
 # ---------------------------------------------------------------------------- bounds
@@ -112,7 +112,7 @@ TEMP_DIR_RE = re.compile(r"^(?:/private)?(?:/var)?/tmp/|^(?:/private)?/var/folde
 @dataclass
 class FileFact:
     path: str
-    actions: list[str] = field(default_factory=list)  # read / created / modified / deleted / staged, first-seen order
+    actions: list[str] = field(default_factory=list)  # read / created / modified / deleted / staged / listed, first seen first
     message_ids: list[str] = field(default_factory=list)
     last_action: str = ""  # the newest change ("deleted": gone now; "staged": only ever seen staged), else "read"
     last_seq: int = 0
@@ -129,7 +129,10 @@ class FileFact:
     @property
     def rank(self) -> int:
         """0: changed and still there, 1: changed then deleted, 2: only read, scratch, or only ever seen
-        staged (changed where the session does not show: before it, or by another)."""
+        staged (changed where the session does not show: before it, or by another), 3: only ever named
+        in a git diffstat (a commit's or the tree's file, which the session never opened)."""
+        if self.actions == ["listed"]:
+            return 3
         if not self.changed or self.scratch or self.last_action == "staged":
             return 2
         return 1 if self.last_action == "deleted" else 0
@@ -569,10 +572,16 @@ def extract_ledger(messages: list[Message], previous: Ledger | None = None, *, c
         seq = base + action.pos - skip + 1
         mid = action.message_id
         for path, what in action.files:
+            if what == "listed":
+                if any(same_file(p, path) for p in files):
+                    continue  # a diffstat's name adds nothing to a file the session has met
+            else:  # met now: what the session does to it says more than a diffstat named it
+                for p in [p for p, f in files.items() if f.actions == ["listed"] and same_file(p, path)]:
+                    del files[p]
             fact = files.setdefault(path, FileFact(path=path))
             if what not in fact.actions:
                 fact.actions.append(what)
-            if what not in ("read", "staged") or not fact.last_action:  # staging says it changed, not when
+            if what not in NOT_EDITS or not fact.last_action:  # staging or a diffstat says it changed, not when
                 fact.last_action = what
             _add_id(fact.message_ids, action.call_message_id or mid)
             fact.last_seq = max(fact.last_seq, seq)

@@ -236,6 +236,23 @@ EXUNIT_ID_RE = re.compile(r"^(test/\S+_test\.exs):\d+$")
 # print_commit_summary), `(root-commit)` for the first.
 DETACHED_HEAD = "detached HEAD"
 COMMIT_OUTPUT_RE = re.compile(rf"^\[({DETACHED_HEAD}|[\w./+-]+)(?: \(root-commit\))? ([0-9a-f]{{7,40}})\] (.+)$", re.MULTILINE)
+# git's diffstat (diff.c show_stats(): `git diff --stat`, `git show --stat`, `git log --stat`, and what
+# `git merge` / `git pull` print after a merge): ` name | N +++--`, ` name | Bin A -> B bytes`,
+# ` name | Unmerged` (which git 2.39 runs into the next line), the name padded to a column, and
+# always closed by the summary line ` N files changed, …` (print_stat_summary): only such a block
+# counts, and none inside a patch (`diff --git` up to the next `commit <sha>`), since a patch's
+# context lines also open with a space. A name cut to fit the column starts with `...` (not a whole
+# path); a rename is `old => new` or `dir/{old => new}/f` (the file is the new name now);
+# `--compact-summary` adds ` (new)`, ` (gone)`, ` (mode +x)`; a name with special characters is
+# C-quoted (quote.c quote_c_style).
+DIFFSTAT_LINE_RE = re.compile(r"^ ((?:(?! \| )\S)(?:(?:(?! \| ).)*\S)?) +\| +"
+                              r"(?:\d+(?: [+-]+)?|Bin(?: \d+ -> \d+ bytes)?|Unmerged(?: .*)?)$")
+DIFFSTAT_SUMMARY_RE = re.compile(r"^ \d+ files? changed(?:, \d+ insertions?\(\+\))?(?:, \d+ deletions?\(-\))?$")
+DIFFSTAT_RENAME_RE = re.compile(r"\{[^{}]* => ([^{}]*)\}")
+DIFFSTAT_TAG_RE = re.compile(r" \((?:new|gone|mode [+-]\w|new \+\w|gone -\w)\)$")
+PATCH_START_RE = re.compile(r"^diff --(?:git|cc|combined) ")
+LOG_COMMIT_RE = re.compile(r"^commit [0-9a-f]{7,64}\b")
+C_QUOTED_RE = re.compile(r'^"((?:[^"\\]|\\.)*)"$')
 # git commit exits 1 with nothing staged (wt-status.c): the work was committed already, nothing refused it.
 NOTHING_TO_COMMIT_RE = re.compile(r"\bnothing (?:added )?to commit\b")
 # `git log --oneline` prints `<abbrev sha> <subject>` per commit, `(HEAD -> dev, origin/dev)` between
@@ -248,6 +265,40 @@ ONELINE_LINE_RE = re.compile(ONELINE_COMMIT.format(subject=r"(\S.*?)"), re.MULTI
 # `git reset --hard` / `git checkout` naming where HEAD went (builtin/reset.c print_new_head_line, checkout.c).
 HEAD_NOW_RE = re.compile(r"^HEAD is now at ([0-9a-f]{7,40}) (\S.*?)$", re.MULTILINE)
 LOGGED_COMMITS_MAX = 50  # a `git log --oneline` is read this far: the session's own commits are the newest
+
+
+def _unquote_c(name: str) -> str:
+    """A name as git C-quotes it (`"\\303\\251t\\303\\251.txt"`), as the file is named (`été.txt`)."""
+    m = C_QUOTED_RE.match(name)
+    if not m:
+        return name
+    raw = re.sub(r"\\([0-7]{3})", lambda o: chr(int(o.group(1), 8)), m.group(1))  # octal bytes, one char each
+    raw = re.sub(r"\\(.)", lambda e: {"n": "\n", "t": "\t", "a": "\a", "b": "\b", "f": "\f", "r": "\r",
+                                          "v": "\v"}.get(e.group(1), e.group(1)), raw)
+    return raw.encode("latin-1", "replace").decode("utf-8", "replace")
+
+
+def diffstat_paths(output: str) -> list[str]:
+    """The files a git diffstat in `output` lists (DIFFSTAT_LINE_RE), each once, renames by their new name."""
+    paths: list[str] = []
+    block: list[str] = []  # the names of the diffstat lines since the last other line
+    in_patch = False
+    for line in output.splitlines():
+        if PATCH_START_RE.match(line) or LOG_COMMIT_RE.match(line):
+            in_patch, block = bool(PATCH_START_RE.match(line)), []
+            continue
+        m = None if in_patch else DIFFSTAT_LINE_RE.match(line)
+        if m:
+            block.append(m.group(1))
+            continue
+        if not in_patch and DIFFSTAT_SUMMARY_RE.match(line):
+            for raw in block:
+                name = DIFFSTAT_TAG_RE.sub("", DIFFSTAT_RENAME_RE.sub(lambda r: r.group(1), raw))
+                name = _unquote_c(name.rsplit(" => ", 1)[-1]).replace("//", "/")
+                if not name.startswith("...") and name not in paths:
+                    paths.append(name)
+        block = []
+    return paths
 
 
 def logged_commits(output: str, *, log: bool, moved_back: bool) -> list[tuple[str, str]]:

@@ -26,6 +26,8 @@ VERIFY_COMMAND_RE = re.compile(
     r"|python3?(?: -m \w+| -\w)* \S+\.py|node \S+\.[cm]?[jt]s|tsx \S+\.[jt]s)\b")
 GIT_COMMIT_CMD_RE = re.compile(r"\bgit\b(?:\s+-\S+(?:\s+\S+)?)*\s+commit\b")
 GIT_LOG_CMD_RE = re.compile(r"\bgit\b(?:\s+-\S+(?:\s+\S+)?)*\s+log\b")
+# git commands that print a diffstat (output.DIFFSTAT_LINE_RE): with `--stat`, or after a merge.
+GIT_DIFFSTAT_CMD_RE = re.compile(r"\bgit\b(?:\s+-\S+(?:\s+\S+)?)*\s+(?:diff|show|log|whatchanged|merge|pull|stash|apply)\b")
 # Other git commands that make a commit and print `git commit`'s summary line (sequencer.c print_commit_summary).
 GIT_PICK_CMD_RE = re.compile(r"\bgit\b(?:\s+-\S+(?:\s+\S+)?)*\s+(?:cherry-pick|revert)\b")
 RELATIVE_REV_RE = re.compile(r"\S[~^]\d*(?:\s|$)")  # `HEAD~1`, `main^`: an ancestor (gitrevisions(7))
@@ -135,6 +137,12 @@ def normalize_path(path: str, cwds: list[str]) -> str:
     while path.startswith("./"):
         path = path[2:]
     return path
+
+
+def same_file(path: str, other: str) -> bool:
+    """Two names of one file: the same, or one ends the other (`orders.ts`, `src/orders.ts`; a name
+    relative to the repository beside one relative to a subdirectory it was run in)."""
+    return path == other or path.endswith("/" + other) or other.endswith("/" + path)
 
 
 def strip_heredocs(command: str) -> tuple[str, list[str]]:

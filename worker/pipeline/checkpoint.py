@@ -84,6 +84,7 @@ FACT_LABELS = {
         "from": "from", "resolved_by": "resolved by", "on": "on", "failed": "failed", "exit": "exit",
         "attempts": "attempts", "current": "current",
         "read": "read", "created": "created", "modified": "modified", "deleted": "deleted", "staged": "staged",
+        "listed": "in a git diffstat",
         "omitted": "{n} older user message(s) omitted", "more": "{n} more",
         "done": "Done", "in_progress": "In Progress", "blocked": "Blocked", "evidence": "evidence",
         "uncommitted": "Changed after the last commit, not committed",
@@ -99,6 +100,7 @@ FACT_LABELS = {
         "from": "来自", "resolved_by": "已由此解决", "on": "分支", "failed": "失败", "exit": "退出码",
         "attempts": "次尝试", "current": "当前",
         "read": "已读取", "created": "已创建", "modified": "已修改", "deleted": "已删除", "staged": "已暂存",
+        "listed": "见于 git diffstat",
         "omitted": "省略了 {n} 条较早的用户消息", "more": "另有 {n} 条",
         "done": "已完成", "in_progress": "进行中", "blocked": "受阻", "evidence": "证据",
         "uncommitted": "最后一次提交之后的改动，尚未提交",
@@ -128,6 +130,7 @@ RANK_DONE = 5  # finished work, runs that changed something (an install, a versi
 RANK_DETAIL = 7  # reads, older runs and tallies, edit snippets, the branch list
 RANK_SPARE = 8  # a long failing run's further error lines: only where every other fact left room
 RANK_REST = 9  # the rest of a quote past its opening (an agent's long report): in what is left at the very end
+FILE_RANKS = (RANK_CHANGED, RANK_CHANGED, RANK_DETAIL, RANK_SPARE)  # by FileFact.rank: a diffstat's name fills spare room
 # The first few items of each rank that states the work (open errors, the user's rules, open work,
 # changes and fixed errors) go in before the rest of any rank: a flood of one kind (a log error
 # repeated forty times) must not starve the user's rules or the files.
@@ -400,7 +403,7 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
 
     files = [Bullet(f"{code(f.path)} — {', '.join(t.get(a, a) for a in f.actions)}{where(f.message_ids[-2:])}",
                     subs=[] if dense else [cut_middle(e, EDIT_SNIPPET_MAX_CHARS) for e in f.edits],
-                    rank=RANK_DETAIL if f.rank == 2 else RANK_CHANGED,
+                    rank=FILE_RANKS[f.rank],
                     sub_ranks=None if dense else [RANK_DETAIL] * len(f.edits), path=f.path if dense else None)
              for f in ledger.files]
     users, omitted = ledger.user_instructions, ledger.user_instructions_omitted
@@ -591,9 +594,11 @@ def grouped_paths(sections: dict[str, Section]) -> dict[str, Section]:
                 out.append(b)
                 continue
             if k not in groups:
-                groups[k] = Bullet(code(k), rank=b.rank, group=True)
+                groups[k] = Bullet(code(k), rank=b.rank, group=True, sub_ranks=[])
                 out.append(groups[k])
-            groups[k].subs.append(code(b.path[len(k):]) + b.text[len(code(b.path)):] if b.path else b.text)
+            group = groups[k]
+            group.subs.append(code(b.path[len(k):]) + b.text[len(code(b.path)):] if b.path else b.text)
+            group.sub_ranks = [*(group.sub_ranks or []), b.rank]  # each file keeps its own rank: a read one is no change
         blocks.append(replace(block, bullets=out))
     return {**sections, "Relevant Files": replace(files, blocks=blocks)}
 

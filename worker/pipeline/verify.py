@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..facts.ledger import Ledger
+from ..facts.shell import same_file
 from ..facts.text import finished, unfinished
 from ..facts.workstate import WorkState
 from .stats import Removal
@@ -188,11 +189,6 @@ def _names(path: str, step: str) -> bool:
     return path in step or bool(re.search(rf"(?<![\w/.-]){re.escape(name)}(?![\w-])", step))
 
 
-def _same_file(ledger_path: str, named: str) -> bool:
-    """A path the step names is the ledger's file: the same, or one ends the other (`orders.ts`)."""
-    return ledger_path == named or ledger_path.endswith("/" + named) or named.endswith("/" + ledger_path)
-
-
 def _only_reads(step: str, done: DoneEvidence) -> str | None:
     """A step that only reads files the ledger lists as read (and never changed)."""
     named = [m.group(0) for m in PATH.finditer(step)]
@@ -202,7 +198,7 @@ def _only_reads(step: str, done: DoneEvidence) -> str | None:
         bare = PATH.sub("", clause).strip(" `'\".:")
         if bare and not READ_VERB.match(clause.strip(" `'\"")) and _words(bare):
             return None  # a clause that does something else
-    if not all(any(_same_file(r, p) for r in done.read_files) for p in named):
+    if not all(any(same_file(r, p) for r in done.read_files) for p in named):
         return None
     return f"{', '.join(named)} read already"
 
