@@ -114,7 +114,7 @@ class FileFact:
     path: str
     actions: list[str] = field(default_factory=list)  # read / created / modified / deleted / staged / listed, first seen first
     message_ids: list[str] = field(default_factory=list)
-    last_action: str = ""  # the newest change ("deleted": gone now; "staged": only ever seen staged), else "read"
+    last_action: str = ""  # the newest change ("deleted": gone now; "staged"/"listed": only ever seen so), else "read"
     last_seq: int = 0
     edits: list[str] = field(default_factory=list)  # "`old` → `new`", newest last
 
@@ -563,6 +563,7 @@ def extract_ledger(messages: list[Message], previous: Ledger | None = None, *, c
         ledger.last_message_id = messages[-1].id
     base = ledger.seq
     files = {f.path: f for f in ledger.files}
+    listed = {f.path for f in ledger.files if f.actions == ["listed"]}  # known only from a diffstat
     if actions is None:
         actions, skip = scan_actions(messages, cwd=cwd, running=ledger.running_runs()), 0
     running = ledger.running_runs()
@@ -573,11 +574,13 @@ def extract_ledger(messages: list[Message], previous: Ledger | None = None, *, c
         mid = action.message_id
         for path, what in action.files:
             if what == "listed":
-                if any(same_file(p, path) for p in files):
+                if path in files or any(same_file(p, path) for p in files):
                     continue  # a diffstat's name adds nothing to a file the session has met
-            else:  # met now: what the session does to it says more than a diffstat named it
-                for p in [p for p, f in files.items() if f.actions == ["listed"] and same_file(p, path)]:
+                listed.add(path)
+            elif listed:  # met now: what the session does to it says more than a diffstat named it
+                for p in [p for p in listed if same_file(p, path)]:
                     del files[p]
+                    listed.discard(p)
             fact = files.setdefault(path, FileFact(path=path))
             if what not in fact.actions:
                 fact.actions.append(what)
