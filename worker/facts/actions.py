@@ -342,9 +342,8 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
                                        moved_back=bool(RELATIVE_REV_RE.search(action.script)))
     if action.script and not failed:
         action.pull_requests = _pull_requests(action.script, output)
-    if action.script and GIT_DIFFSTAT_CMD_RE.search(action.script):
-        named = {p for p, _ in action.files}
-        action.files += [(p, "listed") for p in (normalize_path(n, cwds) for n in diffstat_paths(output)) if p not in named]
+    if action.script and GIT_DIFFSTAT_CMD_RE.search(action.script):  # the ledger keeps only those met no other way
+        action.files += [(normalize_path(n, cwds), "listed") for n in diffstat_paths(output)]
     if action.command:
         action.branches += [a or b for a, b in BRANCH_OUTPUT_RE.findall(output)]
         action.branches += [sha_branch for _, _, sha_branch in action.commits if sha_branch]

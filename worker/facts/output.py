@@ -253,6 +253,8 @@ DIFFSTAT_TAG_RE = re.compile(r" \((?:new|gone|mode [+-]\w|new \+\w|gone -\w)\)$"
 PATCH_START_RE = re.compile(r"^diff --(?:git|cc|combined) ")
 LOG_COMMIT_RE = re.compile(r"^commit [0-9a-f]{7,64}\b")
 C_QUOTED_RE = re.compile(r'^"((?:[^"\\]|\\.)*)"$')
+C_ESCAPE_RE = re.compile(r"\\([0-7]{3}|.)")
+C_ESCAPES = {"n": "\n", "t": "\t", "a": "\a", "b": "\b", "f": "\f", "r": "\r", "v": "\v"}
 # git commit exits 1 with nothing staged (wt-status.c): the work was committed already, nothing refused it.
 NOTHING_TO_COMMIT_RE = re.compile(r"\bnothing (?:added )?to commit\b")
 # `git log --oneline` prints `<abbrev sha> <subject>` per commit, `(HEAD -> dev, origin/dev)` between
@@ -272,9 +274,9 @@ def _unquote_c(name: str) -> str:
     m = C_QUOTED_RE.match(name)
     if not m:
         return name
-    raw = re.sub(r"\\([0-7]{3})", lambda o: chr(int(o.group(1), 8)), m.group(1))  # octal bytes, one char each
-    raw = re.sub(r"\\(.)", lambda e: {"n": "\n", "t": "\t", "a": "\a", "b": "\b", "f": "\f", "r": "\r",
-                                          "v": "\v"}.get(e.group(1), e.group(1)), raw)
+    # one pass: an octal byte (`\\303`) or a C escape (`\\t`, `\\"`, `\\\\`), each byte one latin-1 char
+    raw = C_ESCAPE_RE.sub(lambda e: chr(int(e.group(1), 8)) if len(e.group(1)) == 3 else C_ESCAPES.get(e.group(1), e.group(1)),
+                          m.group(1))
     return raw.encode("latin-1", "replace").decode("utf-8", "replace")
 
 
@@ -284,14 +286,17 @@ def diffstat_paths(output: str) -> list[str]:
     block: list[str] = []  # the names of the diffstat lines since the last other line
     in_patch = False
     for line in output.splitlines():
-        if PATCH_START_RE.match(line) or LOG_COMMIT_RE.match(line):
-            in_patch, block = bool(PATCH_START_RE.match(line)), []
+        patch = PATCH_START_RE.match(line)
+        if patch or LOG_COMMIT_RE.match(line):
+            in_patch, block = bool(patch), []
             continue
-        m = None if in_patch else DIFFSTAT_LINE_RE.match(line)
+        if in_patch:
+            continue
+        m = DIFFSTAT_LINE_RE.match(line)
         if m:
             block.append(m.group(1))
             continue
-        if not in_patch and DIFFSTAT_SUMMARY_RE.match(line):
+        if DIFFSTAT_SUMMARY_RE.match(line):
             for raw in block:
                 name = DIFFSTAT_TAG_RE.sub("", DIFFSTAT_RENAME_RE.sub(lambda r: r.group(1), raw))
                 name = _unquote_c(name.rsplit(" => ", 1)[-1]).replace("//", "/")

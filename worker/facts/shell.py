@@ -24,12 +24,13 @@ VERIFY_COMMAND_RE = re.compile(
     r"|(?:npm|pnpm|yarn|bun) (?:test|build|run [\w:-]*(?:test|check|build|lint|tsc|type)[\w:-]*)|npx (?:tsc|jest|vitest|mocha)|node --test"
     r"|deno test|bun test|make|ctest|gradle|mvn|rspec|phpunit|dotnet (?:test|build)"
     r"|python3?(?: -m \w+| -\w)* \S+\.py|node \S+\.[cm]?[jt]s|tsx \S+\.[jt]s)\b")
-GIT_COMMIT_CMD_RE = re.compile(r"\bgit\b(?:\s+-\S+(?:\s+\S+)?)*\s+commit\b")
-GIT_LOG_CMD_RE = re.compile(r"\bgit\b(?:\s+-\S+(?:\s+\S+)?)*\s+log\b")
+GIT_SUBCOMMAND = r"\bgit\b(?:\s+-\S+(?:\s+\S+)?)*\s+(?:{})\b"  # `git [-C dir] [-c k=v] <subcommand>`
+GIT_COMMIT_CMD_RE = re.compile(GIT_SUBCOMMAND.format("commit"))
+GIT_LOG_CMD_RE = re.compile(GIT_SUBCOMMAND.format("log"))
 # git commands that print a diffstat (output.DIFFSTAT_LINE_RE): with `--stat`, or after a merge.
-GIT_DIFFSTAT_CMD_RE = re.compile(r"\bgit\b(?:\s+-\S+(?:\s+\S+)?)*\s+(?:diff|show|log|whatchanged|merge|pull|stash|apply)\b")
+GIT_DIFFSTAT_CMD_RE = re.compile(GIT_SUBCOMMAND.format("diff|show|log|whatchanged|merge|pull|stash|apply"))
 # Other git commands that make a commit and print `git commit`'s summary line (sequencer.c print_commit_summary).
-GIT_PICK_CMD_RE = re.compile(r"\bgit\b(?:\s+-\S+(?:\s+\S+)?)*\s+(?:cherry-pick|revert)\b")
+GIT_PICK_CMD_RE = re.compile(GIT_SUBCOMMAND.format("cherry-pick|revert"))
 RELATIVE_REV_RE = re.compile(r"\S[~^]\d*(?:\s|$)")  # `HEAD~1`, `main^`: an ancestor (gitrevisions(7))
 GH_PR_CMD_RE = re.compile(r"\bgh\s+pr\s+(create|merge)\b")
 GH_PR_TITLE_RE = re.compile(r"""(?:--title|-t)[ =](?:"((?:[^"\\]|\\.)*)"|'([^']*)')""")  # gh pr create's title
