@@ -868,6 +868,22 @@ def test_a_poll_of_a_running_codex_command_is_that_run():
     assert stopped and all(a.status == "unknown" and not a.errors for a in stopped)
 
 
+def test_the_command_line_of_codex_s_exec_envelope_is_not_output():
+    """Codex CLI 0.118 (between openai/codex#13860 and its revert #17031) opened its unified exec
+    result with the command as the shell ran it, `Command: /bin/zsh -lc '…'`, above `Chunk ID`. A run
+    that failed without printing is remembered by its exit status, not by that echo
+    (codex-cli-pretext, tune half; blackgirlbytes/pretext-handwriting-demo, MIT, line 293)."""
+    session = load(FIXTURES / "codex-cli-pretext_019d473b-fa3b-7480-9725-723b0aae707f.jsonl")
+    actions = scan_actions(session.messages)
+    printenv = [a for a in actions if a.command == "printenv OPENAI_API_KEY"]
+    assert printenv and all(a.errors == ["Process exited with code 1"] and a.exit_only for a in printenv)
+    assert not [e for a in actions for e in a.errors if e.startswith("Command: ")]
+    # The envelope's line only: a command's own output that says `Command: …` stays.
+    b = Builder()
+    b.bash("./deploy.sh", "Command: kubectl apply failed\nExit code 2")
+    assert [e.text for e in extract_ledger(b.messages).errors] == ["Command: kubectl apply failed"]
+
+
 def _copilot_events(calls: list[tuple[str, dict, str]]) -> list[dict]:
     """A Copilot CLI events.jsonl (github/copilot-sdk session-events.ts): one user message, then
     each (tool, arguments, result) as an assistant tool request and its `tool.execution_complete`."""

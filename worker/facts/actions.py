@@ -32,6 +32,7 @@ from .output import (
     CLAUDE_TASK_NOTIFICATION_RE,
     CLAUDE_TASK_STOPPED_RE,
     CODE_MODE_SESSION_RE,
+    CODEX_COMMAND_HEADER_RE,
     COMMIT_OUTPUT_RE,
     COPILOT_SHELL_RUNNING_RE,
     COPILOT_SHELL_STOPPED_RE,
@@ -252,6 +253,7 @@ def _prints_content(action: Action) -> bool:
 
 def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]) -> None:
     action.has_result = True
+    output = CODEX_COMMAND_HEADER_RE.sub("", output, count=1)  # the harness's echo of the command, not output
     if CANCELLED_CALL_RE.match(unwrap_line(output.strip())):
         action.files = []  # it never ran: no outcome, no error, nothing read or changed
         return

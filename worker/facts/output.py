@@ -138,6 +138,9 @@ CODE_MODE_SESSION_RE = re.compile(r'"wall_time_seconds"\s*:\s*[\d.eE+-]+\s*,\s*"
 # (codex-rs core/src/tools/code_mode, format_script_status).
 CELL_RUNNING = r"Script running with cell ID (\S+)\s*$"
 CELL_RUNNING_RE = re.compile(r"\A\s*" + CELL_RUNNING, re.MULTILINE)
+# Between openai/codex#13860 and its revert #17031 (April 2026; codex-cli 0.118 writes it) the same
+# envelope opened with the command as the shell ran it, `Command: /bin/zsh -lc '…'`, above `Chunk ID`.
+CODEX_COMMAND_HEADER_RE = re.compile(r"\A\s*Command: [^\n]*\n(?=Chunk ID: \w+$)", re.MULTILINE)
 CODEX_ENVELOPE = (r"Chunk ID: \w+$|Wall time:? [\d.]+ seconds$|Script completed$|" + SESSION_RUNNING + "|" + CELL_RUNNING
                   + r"|Original token count: \d+$|Total output lines: \d+$|Output:$")
 # Claude Code's Bash tool appends, to a command it runs in the background, where its output goes
