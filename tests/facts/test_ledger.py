@@ -884,6 +884,26 @@ def test_the_command_line_of_codex_s_exec_envelope_is_not_output():
     assert [e.text for e in extract_ledger(b.messages).errors] == ["Command: kubectl apply failed"]
 
 
+def test_a_line_that_says_something_passed_is_not_why_a_run_failed():
+    """A failed run with no known error line is remembered by its first line, but never by one its
+    format marks as a pass: a TAP `ok N` (codex-desktop-hk, tune half; jdx/hk, MIT: a bats run under
+    mise whose only error lines were `ERROR task failed` and bats warnings), or a `gh pr checks` row of
+    a check that passed (codex-desktop-mise, tune half; jdx/mise, MIT)."""
+    hk = load(FIXTURES / "codex-desktop-hk_019f5cfd-b70b-73a1-ad47-32159be95bba.jsonl")
+    mise = load(FIXTURES / "codex-desktop-mise_019f2387-40a7-7151-a232-8ebb871f52ba.jsonl")
+    errors = [e for s in (hk, mise) for a in scan_actions(s.messages) for e in a.errors]
+    assert "[test:bats] ERROR task failed" in errors
+    assert not [e for e in errors if "ok 1 auto-batch" in e or "\tpass\t" in e]
+    for passed in ("ok 3 - parses", "[test:bats:nogit] ok 1 auto-batch large file lists", "--- PASS: TestA (0.00s)",
+                   "ok  \tgithub.com/jdx/hk/step\t0.21s", "test step::tests::argv ... ok",
+                   "tests/test_a.py::test_b PASSED [ 50%]", "CodeRabbit\tpass\t0\t\tReview completed",
+                   "lint\tpending\t0\thttps://github.com/o/r/actions/runs/1/job/2\t"):
+        assert first_meaningful_line(f"{passed}\nthe deploy key expired\n") == "the deploy key expired", passed
+    for failed in ("not ok 4 - parses", "nightly\tfail\t1m35s\thttps://github.com/o/r/actions/runs/1/job/2\t",
+                   "okay, retrying"):
+        assert first_meaningful_line(f"{failed}\nmore\n") == failed.strip()
+
+
 def _copilot_events(calls: list[tuple[str, dict, str]]) -> list[dict]:
     """A Copilot CLI events.jsonl (github/copilot-sdk session-events.ts): one user message, then
     each (tool, arguments, result) as an assistant tool request and its `tool.execution_complete`."""

@@ -194,6 +194,14 @@ EXIT_CODE_RE = re.compile(
     r"|<shellId: [^>\n]+ completed with exit code|<(?:command with id: [^>\n]+ )?exited with exit code)\s*(-?\d+)\b",
     re.MULTILINE)
 JSON_LINE_RE = re.compile(r'^(?:[\[\]{},]+|"[^"]*"\s*:.*|"(?:[^"\\]|\\.)*",?)$')  # a pretty-printed JSON document's line
+# A line that reports something passed, by its format: a TAP test line `ok 3 - name` (testanything.org,
+# TAP 13/14; bats, node --test), Go's `--- PASS: TestX (0.01s)` and `ok  \tpkg\t0.2s` (cmd/go test),
+# the Rust harness's `test name ... ok` (library/test formatters/pretty.rs), pytest -v's `a.py::t PASSED`,
+# and `gh pr checks`'s tab-separated row of a check that passed, was skipped or still runs
+# (cli/cli pkg/cmd/pr/checks/output.go: name, `pass`/`fail`/`pending`/`skipping`/`cancel`, elapsed, link,
+# description). Never the line a failed run is remembered by.
+PASS_LINE_RE = re.compile(r"^(?:\[[^\]\s]+\]\s*)*(?:ok \d+\b|--- PASS: |ok  \t\S|test \S+ \.\.\. ok$|\S+::\S+ PASSED\b"
+                          r"|[^\t]+\t(?:pass|skipping|pending)\t)")
 BOX_RULE_RE = re.compile(r"^[\u2500-\u257f\s]+$")  # a table's border drawn in box-drawing characters
 EXIT_CODE_JSON_RE = re.compile(r'"exit_code"\s*:\s*(-?\d+)')  # Codex function_call_output JSON
 ABORTED_RE = re.compile(r"^\s*Command (?:aborted|timed out)\b", re.MULTILINE)
@@ -1575,11 +1583,13 @@ def first_meaningful_line(output: str, command: str | None = None) -> str | None
     """The line a failed run without a known error line is remembered by: not the harness's
     envelope, not JSON, which is a `--json` CLI's data on stdout (its diagnostic is prose), and not
     a label the `command` printed itself (`echo "=== status ==="`): that says where, not what failed
-    (an echoed `tests failed` is the script's own word on it, and stays)."""
+    (an echoed `tests failed` is the script's own word on it, and stays), nor a line that says
+    something passed (PASS_LINE_RE)."""
     own = {a or b for a, b in ECHO_LITERAL_RE.findall(command or "") if ECHO_LABEL_RE.match(a or b)}
     for line in map(unwrap_line, output_lines(output)):
         if line and (not NOISE_LINE_RE.match(line) and not EXIT_CODE_RE.match(line) and not ABORTED_RE.match(line)
-                and not JSON_LINE_RE.match(line) and not BOX_RULE_RE.match(line) and line not in own):
+                and not JSON_LINE_RE.match(line) and not BOX_RULE_RE.match(line) and not PASS_LINE_RE.match(line)
+                and line not in own):
             return cut_middle(line, ERROR_LINE_MAX_CHARS)
     return None
 
