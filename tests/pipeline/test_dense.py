@@ -52,8 +52,10 @@ def test_dense_says_each_command_once_with_its_latest_outcome_and_no_id() -> Non
     assert normal.count("`pytest -q`") == 2 and dense.count("`pytest -q`") == 1
     assert "- Commands (exit 0 unless shown):\n" in dense and dense.endswith("  - `pytest -q`")  # exit 0: the heading
     assert "  - `npx eslint .` → exit 1\n" in dense
-    assert "(m5, m6, 2 attempts)" in normal and "`npx eslint .` (2 attempts)" in dense and "(m6" not in dense
-    assert dense.count("from `npx eslint .`") == 1  # the second error's run is the same command
+    assert "(m5, m6, 2 attempts)" in normal and "no-var` (2 attempts)" in dense and "(m6" not in dense
+    # An error line alone: Commands names its run, once, and the line is its own search key.
+    assert normal.count("from `npx eslint .`") == 2 and "from" not in dense
+    assert dense.count("`npx eslint .`") == 1
     assert "`12:3  error  Unexpected var  no-var`" in dense  # the formatter's padding, not its words
 
 
@@ -134,10 +136,12 @@ def test_a_fixed_error_keeps_where_it_failed() -> None:
                                   "pnpm test", attempts=1, resolved=True, resolved_by="m11",
                                   resolved_by_command="pnpm test",
                                   at="at Object.runReviewCommandTests (src/commands/review/review.test.js:751:20)"))
-    for dense in (False, True):
-        body = ledger_sections(facts, "en", dense=dense)["Critical Context"].body()
-        assert ("`AssertionError [ERR_ASSERTION]: Expected values to be strictly equal:` "
-                "`at Object.runReviewCommandTests (src/commands/review/review.test.js:751:20)` — resolved by") in body
+    where = ("`AssertionError [ERR_ASSERTION]: Expected values to be strictly equal:` "
+             "`at Object.runReviewCommandTests (src/commands/review/review.test.js:751:20)`")
+    normal = ledger_sections(facts, "en")["Critical Context"].body()
+    assert f"{where} — resolved by `pnpm test` (m11)" in normal
+    dense = ledger_sections(facts, "en", dense=True)["Critical Context"].body()
+    assert f"- Resolved errors:\n  - {where}\n" in dense  # the heading says it was fixed; Commands names the run
 
 
 

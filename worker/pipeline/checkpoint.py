@@ -162,7 +162,9 @@ UNCOMMITTED_SHOWN = 10  # the uncommitted paths named; Relevant Files has each o
 # Dense rendering (issue 22): where the normal rendering does not fit whole, the same facts
 # without repeats: no message id on a fact that is its own search key (a path, a command, an
 # error line: `history/search` finds each; tune, no model: 8k 342 -> 361, 16k 595 -> 606), each
-# command once with its latest exit status, an error's command named once, no edit snippets,
+# command once with its latest exit status, an error line alone (not the run that printed it or
+# the one that fixed it: Commands lists each run, and the line finds its run in the history;
+# tune, no model: 8k 1,243 -> 1,259, errors +9, commands -2; 16k +2, 32k +2), no edit snippets,
 # column padding collapsed, paths grouped by their common directory. The user's messages and
 # the work items keep their ids (`history/around` reads what surrounds them).
 ALIGNMENT_PAD_RE = re.compile(r"[ \t]{3,}")  # a formatter's column alignment (ESLint stylish, textlint): two spaces say it
@@ -282,15 +284,6 @@ def bullets(texts: list[str]) -> Section:
 
 
 # ---------------------------------------------------------------------------- fact sections
-def _once(seen: set[str], key: str | None, text: str) -> str:
-    """`text` the first time `key` is named in a dense list, "" after (the run is named above)."""
-    if not key:
-        return text
-    first = key not in seen
-    seen.add(key)
-    return text if first else ""
-
-
 def _error_rank(e: ErrorFact) -> int:
     """An unresolved error's rank: a real error line of a run that did something is the work
     itself; one of a run that only looked (`grep`, `ls`, `cat` of a missing file) is exploration."""
@@ -332,7 +325,6 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
 
     def err(text: str) -> str:
         return code(ALIGNMENT_PAD_RE.sub("  ", text) if dense else text)
-    named: set[str] = set()  # dense: commands an error already named
 
     def at(e: ErrorFact) -> str:  # where an error happened, verbatim: `--> src/main.rs:4:20`, a project frame
         return f" {code(e.at)}" if e.at else ""
@@ -341,9 +333,8 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
     if unresolved:
         subs = []
         for e in unresolved:
-            src = f" — {t['from']} {code(cut_middle(command_line(e.command), CITED_COMMAND_MAX_CHARS))}" if e.command else ""
-            if dense:
-                src = _once(named, e.command, src)
+            src = (f" — {t['from']} {code(cut_middle(command_line(e.command), CITED_COMMAND_MAX_CHARS))}"
+                   if e.command and not dense else "")
             tries = f"{e.attempts} {t['attempts']}" if e.attempts > 1 else ""
             subs.append(f"{err(e.text)}{src}{at(e)}{where(e.message_ids, tries)}")
         # A failed run without a known error line is remembered by its first line (`exit_only`):
@@ -354,13 +345,10 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
                                sub_ranks=[_error_rank(e) for e in unresolved]))
     if resolved:
         subs = []
-        fixes: set[str] = set()  # dense: a run that fixed several errors is named at the first only
         for e in resolved:
             by = (f" {code(cut_middle(command_line(e.resolved_by_command), CITED_COMMAND_MAX_CHARS))}"
-                  if e.resolved_by_command else "")
-            if dense:
-                by = _once(fixes, e.resolved_by_command, by)
-            fix = f"{by}{where([e.resolved_by])}"  # dense: the heading says it was fixed; the fix's id is left out
+                  if e.resolved_by_command and not dense else "")
+            fix = f"{by}{where([e.resolved_by])}"  # dense: the heading says it was fixed
             # Where it failed, as for an open error: the frame a fix went to (tune, no model: 16k +1, 32k +1).
             subs.append(f"{err(e.text)}{at(e)} — {t['resolved_by']}{fix}" if fix else f"{err(e.text)}{at(e)}")
         critical.append(Bullet(f"{t['resolved']}:", subs=subs, rank=RANK_RESOLVED, group=True,
