@@ -28,7 +28,13 @@ from worker.facts.ledger import (
     extract_ledger,
     is_chitchat,
 )
-from worker.facts.output import diffstat_paths, error_lines, find_tallies, first_meaningful_line
+from worker.facts.output import (
+    CODEX_COMMAND_HEADER_RE,
+    diffstat_paths,
+    error_lines,
+    find_tallies,
+    first_meaningful_line,
+)
 from worker.facts.shell import (
     commit_subject,
     looks_like_path,
@@ -878,7 +884,12 @@ def test_the_command_line_of_codex_s_exec_envelope_is_not_output():
     printenv = [a for a in actions if a.command == "printenv OPENAI_API_KEY"]
     assert printenv and all(a.errors == ["Process exited with code 1"] and a.exit_only for a in printenv)
     assert not [e for a in actions for e in a.errors if e.startswith("Command: ")]
-    # The envelope's line only: a command's own output that says `Command: …` stays.
+    # A heredoc's lines are part of the echo (line 2316's `npx -p playwright node - <<'EOF'` run) ...
+    heredoc = ("Command: /bin/zsh -lc \"bash <<'EOF'\nset -e\nfalse\nEOF\"\nChunk ID: ab12cd\n"
+               "Wall time: 0.0100 seconds\nProcess exited with code 1\nOriginal token count: 0\nOutput:\n")
+    assert CODEX_COMMAND_HEADER_RE.sub("", heredoc).startswith("Chunk ID: ab12cd\n")
+    assert first_meaningful_line(CODEX_COMMAND_HEADER_RE.sub("", heredoc)) is None
+    # ... and only the envelope's: a command's own output that says `Command: …` stays.
     b = Builder()
     b.bash("./deploy.sh", "Command: kubectl apply failed\nExit code 2")
     assert [e.text for e in extract_ledger(b.messages).errors] == ["Command: kubectl apply failed"]
@@ -897,10 +908,12 @@ def test_a_line_that_says_something_passed_is_not_why_a_run_failed():
     for passed in ("ok 3 - parses", "[test:bats:nogit] ok 1 auto-batch large file lists", "--- PASS: TestA (0.00s)",
                    "ok  \tgithub.com/jdx/hk/step\t0.21s", "test step::tests::argv ... ok",
                    "tests/test_a.py::test_b PASSED [ 50%]", "CodeRabbit\tpass\t0\t\tReview completed",
-                   "lint\tpending\t0\thttps://github.com/o/r/actions/runs/1/job/2\t"):
+                   "PASS", "test result: ok. 12 passed; 0 failed"):
         assert first_meaningful_line(f"{passed}\nthe deploy key expired\n") == "the deploy key expired", passed
+    # A pending check is what `gh pr checks` (exit 8) waited on; a failed or cancelled one is why it failed.
     for failed in ("not ok 4 - parses", "nightly\tfail\t1m35s\thttps://github.com/o/r/actions/runs/1/job/2\t",
-                   "okay, retrying"):
+                   "lint\tpending\t0\thttps://github.com/o/r/actions/runs/1/job/2\t", "okay, retrying",
+                   "a\tpass\tb"):
         assert first_meaningful_line(f"{failed}\nmore\n") == failed.strip()
 
 

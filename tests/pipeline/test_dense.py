@@ -2,7 +2,7 @@
 same facts without repeats: no message id on a fact that is its own search key (a path, a
 command, an error line), each command once with its latest outcome
 (exit 0 said once, in the heading),
-an error's command named once, column padding collapsed, paths grouped by their directory, and a
+an error line alone (not the run that printed or fixed it), column padding collapsed, paths grouped by their directory, and a
 work item whose request is quoted under Constraints & Preferences named by its id only."""
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def test_dense_says_each_command_once_with_its_latest_outcome_and_no_id() -> Non
     assert "  - `npx eslint .` → exit 1\n" in dense
     assert "(m5, m6, 2 attempts)" in normal and "no-var` (2 attempts)" in dense and "(m6" not in dense
     # An error line alone: Commands names its run, once, and the line is its own search key.
-    assert normal.count("from `npx eslint .`") == 2 and "from" not in dense
+    assert normal.count("— from `npx eslint .`") == 2 and "— from" not in dense
     assert dense.count("`npx eslint .`") == 1
     assert "`12:3  error  Unexpected var  no-var`" in dense  # the formatter's padding, not its words
 

@@ -138,9 +138,10 @@ CODE_MODE_SESSION_RE = re.compile(r'"wall_time_seconds"\s*:\s*[\d.eE+-]+\s*,\s*"
 # (codex-rs core/src/tools/code_mode, format_script_status).
 CELL_RUNNING = r"Script running with cell ID (\S+)\s*$"
 CELL_RUNNING_RE = re.compile(r"\A\s*" + CELL_RUNNING, re.MULTILINE)
-# Between openai/codex#13860 and its revert #17031 (April 2026; codex-cli 0.118 writes it) the same
-# envelope opened with the command as the shell ran it, `Command: /bin/zsh -lc '…'`, above `Chunk ID`.
-CODEX_COMMAND_HEADER_RE = re.compile(r"\A\s*Command: [^\n]*\n(?=Chunk ID: \w+$)", re.MULTILINE)
+# Between openai/codex#13860 and its revert #17031 (April 2026; codex-cli 0.118 writes it) unified
+# exec's envelope (format_response, above) opened with the command as the shell ran it, heredoc and
+# all: `Command: /bin/zsh -lc '…'`, then `Chunk ID` and `Wall time`.
+CODEX_COMMAND_HEADER_RE = re.compile(r"\A\s*Command: .*?\n(?=Chunk ID: \w+\nWall time: )", re.DOTALL)
 CODEX_ENVELOPE = (r"Chunk ID: \w+$|Wall time:? [\d.]+ seconds$|Script completed$|" + SESSION_RUNNING + "|" + CELL_RUNNING
                   + r"|Original token count: \d+$|Total output lines: \d+$|Output:$")
 # Claude Code's Bash tool appends, to a command it runs in the background, where its output goes
@@ -195,13 +196,14 @@ EXIT_CODE_RE = re.compile(
     re.MULTILINE)
 JSON_LINE_RE = re.compile(r'^(?:[\[\]{},]+|"[^"]*"\s*:.*|"(?:[^"\\]|\\.)*",?)$')  # a pretty-printed JSON document's line
 # A line that reports something passed, by its format: a TAP test line `ok 3 - name` (testanything.org,
-# TAP 13/14; bats, node --test), Go's `--- PASS: TestX (0.01s)` and `ok  \tpkg\t0.2s` (cmd/go test),
-# the Rust harness's `test name ... ok` (library/test formatters/pretty.rs), pytest -v's `a.py::t PASSED`,
-# and `gh pr checks`'s tab-separated row of a check that passed, was skipped or still runs
-# (cli/cli pkg/cmd/pr/checks/output.go: name, `pass`/`fail`/`pending`/`skipping`/`cancel`, elapsed, link,
-# description). Never the line a failed run is remembered by.
-PASS_LINE_RE = re.compile(r"^(?:\[[^\]\s]+\]\s*)*(?:ok \d+\b|--- PASS: |ok  \t\S|test \S+ \.\.\. ok$|\S+::\S+ PASSED\b"
-                          r"|[^\t]+\t(?:pass|skipping|pending)\t)")
+# TAP 13/14; bats, node --test), Go's `--- PASS: TestX (0.01s)`, `PASS` and `ok  \tpkg\t0.2s` (cmd/go
+# test), the Rust harness's `test name ... ok` and `test result: ok.` (library/test formatters/pretty.rs),
+# pytest -v's `a.py::t PASSED`, and the row `gh pr checks` prints off a terminal for a check that passed
+# or was skipped (cli/cli pkg/cmd/pr/checks/output.go: name, `pass`/`fail`/`pending`/`skipping`/`cancel`,
+# elapsed, link, description; a pending check is what an exit 8 waited on, so it stays). Never the line a
+# failed run is remembered by. (After a nested task runner's `[name] ` prefixes: unwrap_line takes one off.)
+PASS_LINE_RE = re.compile(r"^(?:\[[^\]\s]+\]\s*)*(?:ok \d+\b|--- PASS: |PASS$|ok  \t\S|test \S+ \.\.\. ok$|test result: ok\.|\S+::\S+ PASSED\b"
+                          r"|[^\t]+\t(?:pass|skipping)\t[^\t]*\t[^\t]*(?:\t|$))")
 BOX_RULE_RE = re.compile(r"^[\u2500-\u257f\s]+$")  # a table's border drawn in box-drawing characters
 EXIT_CODE_JSON_RE = re.compile(r'"exit_code"\s*:\s*(-?\d+)')  # Codex function_call_output JSON
 ABORTED_RE = re.compile(r"^\s*Command (?:aborted|timed out)\b", re.MULTILINE)

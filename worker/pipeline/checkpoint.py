@@ -160,10 +160,11 @@ IDS_PER_RUN = 1  # the latest run of a command or tally: `around` it finds the e
 BRANCHES_SHOWN = 5  # the current branch plus a few it came from; the ledger carries more
 UNCOMMITTED_SHOWN = 10  # the uncommitted paths named; Relevant Files has each of them
 # Dense rendering (issue 22): where the normal rendering does not fit whole, the same facts
-# without repeats: no message id on a fact that is its own search key (a path, a command, an
+# with less around them: no repeats, no message id on a fact that is its own search key (a path, a command, an
 # error line: `history/search` finds each; tune, no model: 8k 342 -> 361, 16k 595 -> 606), each
 # command once with its latest exit status, an error line alone (not the run that printed it or
-# the one that fixed it: Commands lists each run, and the line finds its run in the history;
+# the one that fixed it: Commands lists each run while it has room, and the line finds its run
+# in the history;
 # tune, no model: 8k 1,243 -> 1,259, errors +9, commands -2; 16k +2, 32k +2), no edit snippets,
 # column padding collapsed, paths grouped by their common directory. The user's messages and
 # the work items keep their ids (`history/around` reads what surrounds them).
@@ -310,7 +311,7 @@ def user_budget_chars(summary_limit: int) -> int:
 def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | None = None,
                     dense: bool = False, summary_limit: int = 0) -> dict[str, Section]:
     """Critical Context, Relevant Files and Constraints & Preferences, from the ledger; message
-    ids as `cite` abbreviates them (session.cited_ids). `dense`: the same facts without repeats
+    ids as `cite` abbreviates them (session.cited_ids). `dense`: the same facts with less around them
     (see ALIGNMENT_PAD_RE above): what a tight budget gets, the user's messages cut to their share
     of a summary of `summary_limit` tokens."""
     t = fact_labels(lang)
