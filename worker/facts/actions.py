@@ -253,7 +253,7 @@ def _prints_content(action: Action) -> bool:
 
 def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]) -> None:
     action.has_result = True
-    output = CODEX_COMMAND_HEADER_RE.sub("", output, count=1)  # the harness's echo of the command, not output
+    output = CODEX_COMMAND_HEADER_RE.sub("", output)  # the harness's echo of the command, not output
     if CANCELLED_CALL_RE.match(unwrap_line(output.strip())):
         action.files = []  # it never ran: no outcome, no error, nothing read or changed
         return

@@ -159,15 +159,14 @@ LISTED_COMMAND_MAX_CHARS = 200  # under Commands a run is known by its start and
 IDS_PER_RUN = 1  # the latest run of a command or tally: `around` it finds the earlier ones
 BRANCHES_SHOWN = 5  # the current branch plus a few it came from; the ledger carries more
 UNCOMMITTED_SHOWN = 10  # the uncommitted paths named; Relevant Files has each of them
-# Dense rendering (issue 22): where the normal rendering does not fit whole, the same facts
-# with less around them: no repeats, no message id on a fact that is its own search key (a path, a command, an
+# Dense rendering (issue 22): where the normal rendering does not fit whole, the same facts with
+# less around them: no message id on a fact that is its own search key (a path, a command, an
 # error line: `history/search` finds each; tune, no model: 8k 342 -> 361, 16k 595 -> 606), each
 # command once with its latest exit status, an error line alone (not the run that printed it or
-# the one that fixed it: Commands lists each run while it has room, and the line finds its run
-# in the history;
-# tune, no model: 8k 1,243 -> 1,259, errors +9, commands -2; 16k +2, 32k +2), no edit snippets,
-# column padding collapsed, paths grouped by their common directory. The user's messages and
-# the work items keep their ids (`history/around` reads what surrounds them).
+# the one that fixed it: Commands lists each run while it has room, and the line finds its run in
+# the history; tune, no model: 8k 1,243 -> 1,259, errors +9, commands -2; 16k +2, 32k +2), no
+# edit snippets, column padding collapsed, paths grouped by their common directory. The user's
+# messages and the work items keep their ids (`history/around` reads what surrounds them).
 ALIGNMENT_PAD_RE = re.compile(r"[ \t]{3,}")  # a formatter's column alignment (ESLint stylish, textlint): two spaces say it
 CITED_SEP = ", "  # between the ids of one quote's messages (the same words typed twice)
 GROUP_MIN_FILES = 2  # paths sharing a directory are grouped under it from this many on
