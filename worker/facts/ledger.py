@@ -127,11 +127,16 @@ class FileFact:
         return TEMP_DIR_RE.search(self.path) is not None
 
     @property
+    def only_listed(self) -> bool:
+        """Known only from a git diffstat: a commit's or the tree's file the session never met."""
+        return self.actions == ["listed"]
+
+    @property
     def rank(self) -> int:
         """0: changed and still there, 1: changed then deleted, 2: only read, scratch, or only ever seen
         staged (changed where the session does not show: before it, or by another), 3: only ever named
         in a git diffstat (a commit's or the tree's file, which the session never opened)."""
-        if self.actions == ["listed"]:
+        if self.only_listed:
             return 3
         if not self.changed or self.scratch or self.last_action == "staged":
             return 2
@@ -563,7 +568,7 @@ def extract_ledger(messages: list[Message], previous: Ledger | None = None, *, c
         ledger.last_message_id = messages[-1].id
     base = ledger.seq
     files = {f.path: f for f in ledger.files}
-    listed = {f.path for f in ledger.files if f.actions == ["listed"]}  # known only from a diffstat
+    listed = {f.path for f in ledger.files if f.only_listed}
     if actions is None:
         actions, skip = scan_actions(messages, cwd=cwd, running=ledger.running_runs()), 0
     running = ledger.running_runs()
