@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from backends.models import resolve
-from worker.formats import claude_code
+from worker.formats import claude_code, load
 from worker.pipeline import CompactionConfig, compact
 
 CIPHERBOX = Path(__file__).resolve().parents[1] / "fixtures/cc-cipherbox_2095544c-fa50-4027-b664-c37e578957ce.jsonl"
@@ -100,3 +100,18 @@ def test_at_8k_the_ledger_keeps_the_room_and_the_quote_is_left_out(counting_back
     assert agent_summary_limit(LEDGER_FLOOR_TOKENS + AGENT_SUMMARY_MIN_TOKENS - 1) == 0
     assert agent_summary_limit(LEDGER_FLOOR_TOKENS + AGENT_SUMMARY_MIN_TOKENS) == AGENT_SUMMARY_MIN_TOKENS
     assert agent_summary_limit(6_000) == 2_100  # 16k: the share (35 %), below the floor's bound
+
+
+def test_a_fact_the_tail_carries_whole_is_not_said_again_where_the_summary_is_cut(counting_backend):
+    """At 16k the whole cipherbox session's summary cannot hold every fact: the one fact whose
+    every message is in the verbatim tail is read there, and its room goes to a fact of the head."""
+    cp = compact(load(CIPHERBOX), counting_backend, CompactionConfig(context_limit=16_384, use_model=False)).checkpoint
+    tail = set(cp.tail_message_ids)
+    facts = ([(e["text"], e["message_ids"]) for e in cp.ledger["errors"]]
+             + [(c["command"], c["message_ids"]) for c in cp.ledger["commands"]]
+             + [(f["path"], f["message_ids"]) for f in cp.ledger["files"]])
+    in_tail = [key for key, mids in facts if mids and set(mids) <= tail]
+    carried = json.dumps([m for m in cp.messages if m.get("content") != cp.summary_text], ensure_ascii=False)
+    assert "Left out to fit the budget" in cp.summary_text and in_tail
+    for key in in_tail:
+        assert f"`{key}" not in cp.summary_text and json.dumps(key, ensure_ascii=False)[1:-1] in carried

@@ -236,3 +236,33 @@ def test_a_choice_just_over_its_limit_is_taken_back_by_a_real_step(pi):
     assert limit * 0.8 <= n <= limit
     _, ranked, _ = fit_sections(sections, "en", n, count)
     assert MORE_RE.findall(text)[:1] == MORE_RE.findall(ranked)[:1]  # the errors as a ranked fit keeps them
+
+
+def test_what_the_tail_shows_whole_gives_its_room_to_what_only_the_summary_has(pi):
+    """The checkpoint carries its last messages whole after the summary: a fact whose every
+    message is among them (an error, a run, a file, the user's words) is read there, so the summary
+    says it again only where every other fact left room."""
+    session, ledger, _ = pi
+    starts = [i for i, m in enumerate(session.messages) if m.starts_turn]  # a tail is whole turns
+    tail = session.messages[next(i for i in reversed(starts) if len(session.messages) - i >= 60):]
+    shown = frozenset(m.id for m in tail)
+    below = "\n".join([m.text for m in tail] + [str(v) for m in tail for c in m.tool_calls
+                                                 for v in c.argument_dict().values()]
+                      + [r.output for m in tail for r in m.tool_results])
+    facts = ([(e.text, e.message_ids) for e in ledger.errors] + [(c.command, c.message_ids) for c in ledger.commands]
+             + [(f.path, f.message_ids) for f in ledger.files])
+    in_tail = [key for key, mids in facts if set(mids) <= shown]
+    before = [key for key, mids in facts if not set(mids) <= shown]
+    assert in_tail and before and all(key in below for key in in_tail)  # the tail says each of them itself
+
+    def said(text: str, keys: list[str]) -> int:
+        return sum(f"`{key}" in text for key in keys)
+
+    gained = 0
+    for limit in (1500, 2500, 4000):
+        _, plain, _ = fit_sections(ledger_sections(ledger, "en"), "en", limit, count, session.id)
+        _, fitted, n = fit_sections(ledger_sections(ledger, "en", shown=shown), "en", limit, count, session.id)
+        assert n <= limit and said(fitted, in_tail) < said(plain, in_tail)
+        assert said(fitted, before) >= said(plain, before)
+        gained += said(fitted, before) - said(plain, before)
+    assert gained > 0

@@ -480,12 +480,16 @@ def compact(
 
     t = time.perf_counter()
     narrative = _narrative_sections(story.narrative, facts.lang)
+    shown = frozenset(m.id for m in split.tail_msgs
+                      if not m.compacted and all(r.compacted_at is None for r in m.tool_results))
     sections, summary_text, summary_tokens, checkpoint_messages, after = _fit(
-        {**facts.sections, **narrative}, facts.lang, split, plan, counter,
-        budget, session.id, config.reference_prefix,
+        {**facts.sections, **ledger_sections(facts.ledger, facts.lang, facts.cite, shown=shown),
+         "Progress": progress_section(facts.state, facts.lang, facts.cite, shown), **narrative},
+        facts.lang, split, plan, counter, budget, session.id, config.reference_prefix,
         # the same facts without repeats, for a tight budget: the user's messages cut to their share of it
         dense={**facts.sections, **ledger_sections(facts.ledger, facts.lang, facts.cite, dense=True,
-                                                   summary_limit=summary_limit),
+                                                   summary_limit=summary_limit, shown=shown),
+               "Progress": progress_section(facts.state, facts.lang, facts.cite, shown),
                **_narrative_sections(_dense_goal(story.narrative, facts.ledger), facts.lang)},
         cite_ids=config.cite_ids)
     if not config.cite_ids:

@@ -129,6 +129,12 @@ RANK_LAST_RUN = 4  # the last failing and the last passing command, the latest t
 RANK_DONE = 5  # finished work, runs that changed something (an install, a version bump)
 RANK_DETAIL = 7  # reads, older runs and tallies, edit snippets, the branch list
 RANK_SPARE = 8  # a long failing run's further error lines: only where every other fact left room
+# A fact whose every message the checkpoint carries whole after the summary (its verbatim tail: a
+# run, its error, an edit, the user's words, the agent's report) is read there; the summary says it
+# again only where every other fact left room, which goes to what only the summary can say (tune,
+# no model: 1,259 / 1,612 / 1,692 -> 1,264 / 1,615 / 1,694, commands 8k +3; the tail's user messages
+# also left out of the dense user budget: 8k -2).
+SHOWN_BELOW = RANK_SPARE
 RANK_REST = 9  # the rest of a quote past its opening (an agent's long report): in what is left at the very end
 FILE_RANKS = (RANK_CHANGED, RANK_CHANGED, RANK_DETAIL, RANK_SPARE)  # by FileFact.rank: a diffstat's name fills spare room
 # The first few items of each rank that states the work (open errors, the user's rules, open work,
@@ -308,13 +314,18 @@ def user_budget_chars(summary_limit: int) -> int:
 
 
 def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | None = None,
-                    dense: bool = False, summary_limit: int = 0) -> dict[str, Section]:
+                    dense: bool = False, summary_limit: int = 0,
+                    shown: frozenset[str] = frozenset()) -> dict[str, Section]:
     """Critical Context, Relevant Files and Constraints & Preferences, from the ledger; message
     ids as `cite` abbreviates them (session.cited_ids). `dense`: the same facts with less around them
     (see ALIGNMENT_PAD_RE above): what a tight budget gets, the user's messages cut to their share
-    of a summary of `summary_limit` tokens."""
+    of a summary of `summary_limit` tokens. `shown`: the messages the checkpoint carries whole
+    after the summary (its verbatim tail); a fact seen only there ranks SHOWN_BELOW."""
     t = fact_labels(lang)
     cite = cite or {}
+
+    def below(mids: list[str], rank: int) -> int:
+        return SHOWN_BELOW if mids and all(m in shown for m in mids) else rank
 
     def ids(mids: list[str]) -> str:
         return ", ".join(cite.get(m, m) for m in (mids[-1:] if dense else mids))
@@ -342,7 +353,7 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
         # no model: 8k 340 -> 343, constraints +3, errors -1; 16k, 32k equal).
         # A long run's further lines (ErrorFact.further) only where every other fact left room.
         critical.append(Bullet(f"{t['unresolved']}:", subs=subs, rank=RANK_OPEN_ERROR, group=True,
-                               sub_ranks=[_error_rank(e) for e in unresolved]))
+                               sub_ranks=[below(e.message_ids, _error_rank(e)) for e in unresolved]))
     if resolved:
         subs = []
         for e in resolved:
@@ -352,13 +363,15 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
             # Where it failed, as for an open error: the frame a fix went to (tune, no model: 16k +1, 32k +1).
             subs.append(f"{err(e.text)}{at(e)} — {t['resolved_by']}{fix}" if fix else f"{err(e.text)}{at(e)}")
         critical.append(Bullet(f"{t['resolved']}:", subs=subs, rank=RANK_RESOLVED, group=True,
-                               sub_ranks=[RANK_SPARE if e.further else RANK_RESOLVED for e in resolved]))
+                               sub_ranks=[below(e.message_ids, RANK_SPARE if e.further else RANK_RESOLVED)
+                                          for e in resolved]))
     if ledger.tallies:
         n = len(ledger.tallies)
         critical.append(Bullet(f"{t['tallies']}:", subs=[
             f"{code(x.text)}" + (f" — {code(command_line(x.command))}" if x.command else "")
             + f" ({ids(x.message_ids[-IDS_PER_RUN:])})" for x in ledger.tallies],
-            sub_ranks=[RANK_LAST_RUN if i == n - 1 else RANK_DETAIL for i in range(n)], group=True, newest_last=True))
+            sub_ranks=[below(x.message_ids, RANK_LAST_RUN if i == n - 1 else RANK_DETAIL)
+                       for i, x in enumerate(ledger.tallies)], group=True, newest_last=True))
     if ledger.commits:
         critical.append(Bullet(f"{t['commits']}:", subs=[
             (f"{code(c.sha)} " if c.sha else "") + code(c.text) + (f" ({t['on']} {code(c.branch)})" if c.branch else "")
@@ -374,24 +387,24 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
         names[-1] += f" ({t['current']})"
         critical.append(Bullet(f"{t['branches']}: {', '.join(names)}", rank=RANK_CHANGED))
     if ledger.commands:
-        shown = ledger.commands
-        listed = {id(c): cut_command(command_line(c.command), LISTED_COMMAND_MAX_CHARS) for c in shown}
+        runs = ledger.commands
+        listed = {id(c): cut_command(command_line(c.command), LISTED_COMMAND_MAX_CHARS) for c in runs}
         if dense:  # each command once, as it is listed (scripts that open alike are one line), with its latest outcome
-            latest = {listed[id(c)]: c for c in sorted(shown, key=lambda c: c.last_seq)}
-            shown = sorted(latest.values(), key=lambda c: c.last_seq)
-        last = [id(c) for st in ("failed", "ok") for c in [next((c for c in reversed(shown) if c.status == st), None)] if c]
+            latest = {listed[id(c)]: c for c in sorted(runs, key=lambda c: c.last_seq)}
+            runs = sorted(latest.values(), key=lambda c: c.last_seq)
+        last = [id(c) for st in ("failed", "ok") for c in [next((c for c in reversed(runs) if c.status == st), None)] if c]
         def run(c: CommandFact) -> str:  # dense: a run that exited 0 without output is just the command
             if dense and c.exit_code == 0 and c.output is None:
                 return code(listed[id(c)])
             return command_result(c, t['exit'], t['failed'], listed[id(c)])
         critical.append(Bullet(f"{t['commands_ok'] if dense else t['commands']}:", subs=[
-            run(c) + where(c.message_ids[-IDS_PER_RUN:]) for c in shown],
-            sub_ranks=[RANK_LAST_RUN if id(c) in last else _run_rank(c) for c in shown],
+            run(c) + where(c.message_ids[-IDS_PER_RUN:]) for c in runs],
+            sub_ranks=[below(c.message_ids, RANK_LAST_RUN if id(c) in last else _run_rank(c)) for c in runs],
             group=True, newest_last=True))
 
     files = [Bullet(f"{code(f.path)} — {', '.join(t.get(a, a) for a in f.actions)}{where(f.message_ids[-2:])}",
                     subs=[] if dense else [cut_middle(e, EDIT_SNIPPET_MAX_CHARS) for e in f.edits],
-                    rank=FILE_RANKS[f.rank],
+                    rank=below(f.message_ids, FILE_RANKS[f.rank]),
                     sub_ranks=None if dense else [RANK_DETAIL] * len(f.edits), path=f.path if dense else None)
              for f in ledger.files]
     users, omitted = ledger.user_instructions, ledger.user_instructions_omitted
@@ -408,7 +421,8 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
     opening = min((u.seq for u in users), default=0)
     constraints = [Bullet(f"{CITED_SEP.join(cite.get(u.message_id, u.message_id) for u in same)}:",
                           quote=same[0].text.splitlines(),
-                          rank=RANK_DETAIL if all(u.asked and u.seq != opening for u in same) else RANK_RULE)
+                          rank=below([u.message_id for u in same],
+                                     RANK_DETAIL if all(u.asked and u.seq != opening for u in same) else RANK_RULE))
                    for same in said.values()]
     if constraints and omitted:
         constraints.append(Bullet(f"({t['omitted'].format(n=omitted)})", rank=RANK_RULE))
@@ -444,8 +458,10 @@ def user_labelled(sections: dict[str, Section], ids: set[str], label: str,
     return {**sections, **relabel("Constraints & Preferences", label), **relabel("Progress", agent_label)}
 
 
-def progress_section(state: WorkState, lang: str = "en", cite: dict[str, str] | None = None) -> Section:
-    """Progress: `### Done / ### In Progress / ### Blocked`, `(none)` under an empty one."""
+def progress_section(state: WorkState, lang: str = "en", cite: dict[str, str] | None = None,
+                     shown: frozenset[str] = frozenset()) -> Section:
+    """Progress: `### Done / ### In Progress / ### Blocked`, `(none)` under an empty one; the
+    agent's reports after them, those the verbatim tail holds (`shown`) at SHOWN_BELOW."""
     t = fact_labels(lang)
     cite = cite or {}
 
@@ -467,7 +483,8 @@ def progress_section(state: WorkState, lang: str = "en", cite: dict[str, str] | 
         blocks.append(Block([Bullet(f"{cite.get(r.message_id, r.message_id)}:",
                                     quote=cut_end(r.text, REPORT_OPENING_CHARS).splitlines(),
                                     more=r.text.splitlines() if len(r.text) > REPORT_OPENING_CHARS else [],
-                                    rank=RANK_DETAIL, spare=True) for r in state.reports], heading=t["reports"]))
+                                    rank=SHOWN_BELOW if r.message_id in shown else RANK_DETAIL, spare=True)
+                                    for r in state.reports], heading=t["reports"]))
     return Section(blocks=blocks)
 
 
