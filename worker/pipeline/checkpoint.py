@@ -130,10 +130,10 @@ RANK_DONE = 5  # finished work, runs that changed something (an install, a versi
 RANK_DETAIL = 7  # reads, older runs and tallies, edit snippets, the branch list
 RANK_SPARE = 8  # a long failing run's further error lines: only where every other fact left room
 # A fact whose every message the checkpoint carries whole after the summary (its verbatim tail: a
-# run, its error, an edit, the user's words, the agent's report) is read there; the summary says it
-# again only where every other fact left room, which goes to what only the summary can say (tune,
-# no model: 1,259 / 1,612 / 1,692 -> 1,264 / 1,615 / 1,694, commands 8k +3; the tail's user messages
-# also left out of the dense user budget: 8k -2).
+# run, its error, an edit, a commit, the user's words, the agent's report) is read there; the summary
+# says it again only where every other fact left room, which goes to what only the summary can say
+# (tune, no model: 1,259 / 1,612 / 1,692 -> 1,266 / 1,616 / 1,694; the tail's user messages also
+# left out of the dense user budget: 8k -2).
 SHOWN_BELOW = RANK_SPARE
 RANK_REST = 9  # the rest of a quote past its opening (an agent's long report): in what is left at the very end
 FILE_RANKS = (RANK_CHANGED, RANK_CHANGED, RANK_DETAIL, RANK_SPARE)  # by FileFact.rank: a diffstat's name fills spare room
@@ -376,12 +376,13 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
         critical.append(Bullet(f"{t['commits']}:", subs=[
             (f"{code(c.sha)} " if c.sha else "") + code(c.text) + (f" ({t['on']} {code(c.branch)})" if c.branch else "")
             + f" ({ids(c.message_ids[-1:])})" for c in ledger.commits], rank=RANK_CHANGED, group=True,
-            newest_last=True))
+            sub_ranks=[below(c.message_ids, RANK_CHANGED) for c in ledger.commits], newest_last=True))
     if ledger.pull_requests:  # `#N` and the URL, as the agent and the user name it; its title where there is room
         critical.append(Bullet(f"{t['pull_requests']}:", subs=[
             p.key + (f" {code(p.title)}" if p.title and not dense else "") + f" — {t.get(p.state, p.state)}"
             + where(p.message_ids[-1:], *([p.url] if p.url else [])) for p in ledger.pull_requests],
-            rank=RANK_CHANGED, group=True, newest_last=True))
+            rank=RANK_CHANGED, group=True, sub_ranks=[below(p.message_ids, RANK_CHANGED) for p in ledger.pull_requests],
+            newest_last=True))
     if ledger.branches:
         names = [code(b.name) for b in ledger.branches[-BRANCHES_SHOWN:]]
         names[-1] += f" ({t['current']})"
