@@ -425,6 +425,11 @@ def test_a_commit_git_made_passed_whatever_its_hook_logged():
 def test_run_key_drops_output_filters():
     assert run_key('cd pkg && npm run check 2>&1 | grep "error TS" | wc -l') == "cd pkg && npm run check"
     assert run_key("cd /repo && mix test 2>&1", ["/repo"]) == "mix test"
+    # A working directory with a space is quoted (cc-neuvectormcp: an iCloud Drive checkout).
+    cwd = "/Users/rashford/Library/Mobile Documents/com~apple~CloudDocs/Developer/neuvector-mcp"
+    assert run_key(f'cd "{cwd}" && make verify PY=.venv/bin/python 2>&1 | tail -4', [cwd]) == "make verify PY=.venv/bin/python"
+    assert run_key(f"cd '{cwd}/' && make verify", [cwd]) == "make verify"
+    assert run_key('cd "/elsewhere x" && make verify', [cwd]) == 'cd "/elsewhere x" && make verify'
     assert run_key('echo "a|b" | head') == 'echo "a|b"'
 
 

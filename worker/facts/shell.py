@@ -47,7 +47,6 @@ PATCH_COMMAND_RE = re.compile(r"\b(?:apply_patch|git apply|patch -p\d)\b")
 FILTER_PROGRAMS = {"head", "tail", "grep", "egrep", "fgrep", "rg", "wc", "sort", "uniq", "less", "more", "cat",
                    "cut", "tee", "tr", "column"}
 STDERR_MERGE_RE = re.compile(r"\s*\b2>&1\b")
-CD_PREFIX_RE = re.compile(r"^\s*cd\s+(\S+)\s*&&\s*")
 
 # Shell parsing. Paths from shell text must look like paths: no spaces, globs, variables.
 SHELL_PATH_RE = re.compile(r"^[\w.~@+/-][\w.~@+,=/-]*$")
@@ -348,8 +347,8 @@ def run_key(command: str, cwds: list[str] | tuple[str, ...] = ()) -> str:
     """A command without its output filters, `2>&1` and a `cd` into the session's own working
     directory: what "the same run" means."""
     text = strip_heredocs(command)[0]
-    m = CD_PREFIX_RE.match(text)
-    if m and m.group(1).strip("'\"").rstrip("/") in {c.rstrip("/") for c in cwds}:
+    m = CD_LINK_RE.match(text)  # the directory quoted or not: `cd "…/Mobile Documents/app" && make`
+    if m and m.group(2).strip("'\"").rstrip("/") in {c.rstrip("/") for c in cwds}:
         text = text[m.end():]
     masked = mask_quotes(text)
     cuts = [i for i, ch in enumerate(masked)
