@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from tests.fakes import Builder, swe_messages
 from worker.facts.ledger import extract_ledger
-from worker.facts.workstate import WorkState, derive_work_state, request_text, split_deferred
+from worker.facts.workstate import WorkState, approved_plans, derive_work_state, request_text, split_deferred
 from worker.formats import load
 from worker.pipeline.checkpoint import progress_section, render_summary
 from worker.session import Message
@@ -319,3 +319,20 @@ def test_a_commit_that_failed_leaves_the_work_open_until_one_takes_it():
     b3.bash("pytest -q", "3 passed in 0.12s")
     b3.bash('git commit -am "feat: verify-docs"', "On branch main\nnothing to commit, working tree clean", is_error=True)
     assert [i.text for i in state_of(b3.messages).done] == ["add the verify-docs check and commit it"]
+
+
+def test_a_plan_the_user_approved_is_quoted_and_a_rejected_one_is_not() -> None:
+    """cc-ccbackend puts two plans to the user through Claude Code's ExitPlanMode: the first is
+    rejected (an error result), the second approved. Only the approved one is the agreed design."""
+    session = load(FIXTURES / "cc-ccbackend_e301df65-155e-4d0f-b250-3476f2f15115.jsonl")
+    calls = [c for m in session.messages for c in m.tool_calls if c.name == "ExitPlanMode"]
+    assert len(calls) == 2
+    plans = approved_plans(session.messages)
+    assert [p.text.splitlines()[0] for p in plans] == ["# Fix Shutdown Timeout & Add Shutdown Logging"]
+    assert "walShardChs" in plans[0].text or "WAL sharding" in plans[0].text
+    rejected = calls[0].argument_dict()["plan"]
+    assert all(p.text != rejected[: len(p.text)] for p in plans)
+    state = derive_work_state(session.messages, extract_ledger(session.messages))
+    assert state.plans == plans and WorkState.from_dict(state.to_dict()).plans == plans
+    text = render_summary({"Progress": progress_section(state)}, "en")
+    assert "### Plans the user approved (newest first)" in text and "> # Fix Shutdown Timeout" in text

@@ -5,7 +5,8 @@ evidence after the last edit of the files its turn touched: a passing verificati
 type check, build, script) or a commit. The last request without such evidence is In
 Progress; an unresolved error that failed repeatedly with no edit after its last failure is
 Blocked. Every item carries the evidence (message ids, commands, outputs) it stands on.
-The Progress section that shows it is rendered by `worker.pipeline.checkpoint`.
+Beside them, in the agent's own words: its reports at its turns' ends, and the plans the user
+approved. The Progress section that shows it is rendered by `worker.pipeline.checkpoint`.
 """
 
 from __future__ import annotations
@@ -30,6 +31,12 @@ REQUEST_TEXT_MAX_CHARS = 160  # the item names the request; the full text is in 
 # other words for. The checkpoint shows its opening, and the rest where the facts leave room.
 MAX_REPORTS = 20  # newest first; they fill only the room the facts leave (tune, no model: 12 -> 20: 16k, 32k +1; 30 no more)
 REPORT_MAX_CHARS = 4_000  # longer is a document the agent wrote, which the history has (tune, no model: 32k 2,000 -> 4,000 +2)
+# A plan the agent puts to the user, who approves or rejects it before any edit: the design both
+# agreed on, in the agent's words. Claude Code's ExitPlanMode takes the plan's markdown as `plan`;
+# the user's rejection comes back as an error result ("The user doesn't want to proceed with this
+# tool use…"), an approval as "User has approved your plan…" (@anthropic-ai/claude-code, the tool's
+# input schema and result strings; real: cc-ccbackend, cc-entireskills).
+PLAN_TOOLS = {"ExitPlanMode": "plan"}  # tool name: the argument holding the plan
 BLOCKED_MIN_ATTEMPTS = 2  # one failure is a step; the same failure twice with no fix is stuck
 # A sentence of a request that puts part of it off ("We'll handle active session … later."): when
 # the turn is Done, that part is not; it stays open work, in the user's words. "later" ends its
@@ -66,6 +73,7 @@ class WorkState:
     # Paths changed after the session's last commit, where it commits (a commit after an edit may
     # not take it, but one before it cannot have): work still to commit.
     uncommitted: list[str] = field(default_factory=list)
+    plans: list[WorkItem] = field(default_factory=list)  # the plans the user approved (PLAN_TOOLS), newest first
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -77,7 +85,7 @@ class WorkState:
 
         return cls(items("done"), items("in_progress"), items("blocked"), items("unverified"),
                    list(data.get("changed_since_green") or []), data.get("last_green"), items("reports"),
-                   list(data.get("uncommitted") or []))
+                   list(data.get("uncommitted") or []), items("plans"))
 
 
 def request_text(text: str) -> str:
@@ -249,6 +257,7 @@ def derive_work_state(messages: list[Message], ledger: Ledger, *, cwd: str | Non
                              if p not in scratch and _in_repository(p)]
 
     state.reports = turn_reports(messages)
+    state.plans = approved_plans(messages)
     state.done = state.done[::-1][:MAX_DONE]
     state.in_progress = state.in_progress[::-1][:MAX_IN_PROGRESS]
     state.unverified = state.unverified[::-1]
@@ -270,6 +279,17 @@ def turn_reports(messages: list[Message]) -> list[WorkItem]:
     return out[::-1][:MAX_REPORTS]
 
 
+def approved_plans(messages: list[Message]) -> list[WorkItem]:
+    """The plans the agent put to the user and the user approved (PLAN_TOOLS: a result that is
+    not an error), newest first, each cut to REPORT_MAX_CHARS."""
+    approved = {r.call_id for m in messages for r in m.tool_results if not r.is_error}
+    out = [WorkItem(text=cut_end(plan.strip(), REPORT_MAX_CHARS), message_id=m.id)
+           for m in messages if m.role == "assistant" for c in m.tool_calls
+           if c.name in PLAN_TOOLS and c.id in approved
+           for plan in [c.argument_dict().get(PLAN_TOOLS[c.name])] if isinstance(plan, str) and plan.strip()]
+    return out[::-1][:MAX_REPORTS]
+
+
 def _blocked(actions: list[Action], ledger: Ledger, cite: dict[str, str]) -> list[WorkItem]:
     """Unresolved errors seen at least twice with no edit after their last occurrence."""
     pos_of = {a.message_id: a.pos for a in actions}
@@ -288,4 +308,4 @@ def _blocked(actions: list[Action], ledger: Ledger, cite: dict[str, str]) -> lis
     return out[:MAX_BLOCKED]
 
 
-__all__ = ["WorkItem", "WorkState", "derive_work_state", "request_text", "split_deferred"]
+__all__ = ["WorkItem", "WorkState", "approved_plans", "derive_work_state", "request_text", "split_deferred"]

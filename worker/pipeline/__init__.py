@@ -361,7 +361,7 @@ def _narrate(session: Session, backend: Backend, config: CompactionConfig, previ
         say(f"summarizing {len(head)} messages with the model")
         ids = id_forms([m.id for m in session.messages])
         # The model reads the turns themselves: the agent's quoted reports would only repeat them.
-        shown = {**facts.sections, "Progress": progress_section(replace(facts.state, reports=[]), facts.lang, facts.cite)}
+        shown = {**facts.sections, "Progress": progress_section(replace(facts.state, reports=[], plans=[]), facts.lang, facts.cite)}
         result = summarize_narrative(
             backend, head,
             facts=strip_message_ids(render_summary(user_labelled(shown, ids, fact_labels(facts.lang)["user"] + ":"),

@@ -89,6 +89,7 @@ FACT_LABELS = {
         "done": "Done", "in_progress": "In Progress", "blocked": "Blocked", "evidence": "evidence",
         "uncommitted": "Changed after the last commit, not committed",
         "reports": "Reported by the agent at its turns' ends (newest first)",
+        "plans": "Plans the user approved (newest first)",
         "agent_summary": "The agent's own summary of the earlier turns ({id}), carried as written:",
         "user": "User",  # a constraint's label for a reader who cannot look message ids up
         "agent": "Agent",  # ... and a quoted report's
@@ -105,6 +106,7 @@ FACT_LABELS = {
         "done": "已完成", "in_progress": "进行中", "blocked": "受阻", "evidence": "证据",
         "uncommitted": "最后一次提交之后的改动，尚未提交",
         "reports": "智能体在各轮结束时的报告（最新在前）",
+        "plans": "用户批准的计划（最新在前）",
         "agent_summary": "智能体自己对较早轮次的摘要（{id}），原样保留：",
         "user": "用户",
         "agent": "智能体",
@@ -486,6 +488,12 @@ def progress_section(state: WorkState, lang: str = "en", cite: dict[str, str] | 
                                     more=r.text.splitlines() if len(r.text) > REPORT_OPENING_CHARS else [],
                                     rank=SHOWN_BELOW if r.message_id in shown else RANK_DETAIL, spare=True)
                                     for r in state.reports], heading=t["reports"]))
+    if state.plans:  # the design the user approved, quoted as the reports are (tune, no model: 32k +1, 16k +1 -1)
+        blocks.append(Block([Bullet(f"{cite.get(p.message_id, p.message_id)}:",
+                                    quote=cut_end(p.text, REPORT_OPENING_CHARS).splitlines(),
+                                    more=p.text.splitlines() if len(p.text) > REPORT_OPENING_CHARS else [],
+                                    rank=SHOWN_BELOW if p.message_id in shown else RANK_DETAIL, spare=True)
+                                    for p in state.plans], heading=t["plans"]))
     return Section(blocks=blocks)
 
 
