@@ -32,10 +32,11 @@ REQUEST_TEXT_MAX_CHARS = 160  # the item names the request; the full text is in 
 MAX_REPORTS = 20  # newest first; they fill only the room the facts leave (tune, no model: 12 -> 20: 16k, 32k +1; 30 no more)
 REPORT_MAX_CHARS = 4_000  # longer is a document the agent wrote, which the history has (tune, no model: 32k 2,000 -> 4,000 +2)
 # A plan the agent puts to the user, who approves or rejects it before any edit: the design both
-# agreed on, in the agent's words. Claude Code's ExitPlanMode takes the plan's markdown as `plan`;
-# the user's rejection comes back as an error result ("The user doesn't want to proceed with this
-# tool use…"), an approval as "User has approved your plan…" (@anthropic-ai/claude-code, the tool's
-# input schema and result strings; real: cc-ccbackend, cc-entireskills).
+# agreed on, in the agent's words. Claude Code's ExitPlanMode records the plan's markdown as `plan`
+# (its input schema; from 2.1 the tool reads it from the plan file, and the transcript still records
+# it there: cc-ccbackend 2.1.84, cc-wakil 2.1.211); the user's rejection comes back as an error
+# result ("The user doesn't want to proceed with this tool use…"), an approval as "User has approved
+# your plan…" (@anthropic-ai/claude-code's result strings).
 PLAN_TOOLS = {"ExitPlanMode": "plan"}  # tool name: the argument holding the plan
 BLOCKED_MIN_ATTEMPTS = 2  # one failure is a step; the same failure twice with no fix is stuck
 # A sentence of a request that puts part of it off ("We'll handle active session … later."): when
