@@ -18,6 +18,7 @@ from worker.pipeline.checkpoint import (
     RANK_SPARE,
     Section,
     fit_dense,
+    fit_sections,
     grouped_paths,
     ledger_sections,
     progress_section,
@@ -225,3 +226,16 @@ def test_an_error_of_a_run_that_only_looked_ranks_after_the_users_words() -> Non
     assert ranks == {"(eval):1: no matches found: --include=*.py": RANK_OPEN_WORK,
                      "E   AssertionError: assert 'title' == 'snippet'": RANK_OPEN_ERROR}
     assert RANK_OPEN_ERROR < RANK_RULE < RANK_OPEN_WORK
+
+
+def test_an_edit_snippet_that_ranks_before_its_file_follows_it_in() -> None:
+    """A file the verbatim tail shows ranks last, and its edit snippet (a detail) comes up before it
+    in the fill: it goes in right after its file, where the room is left, not never."""
+    facts = ledger()
+    looked = "cat " + " ".join(f"docs/chapter-{k:02}/index.md" for k in range(40))  # a long read, to leave out
+    facts.commands.insert(0, CommandFact(looked, "ok", 0, None, ["m0"], 1, 0))
+    sections = ledger_sections(facts, "en", shown=frozenset({"m1", "m2"}))
+    full = render_summary(sections, "en")
+    _, text, n = fit_sections(sections, "en", count(full) - 20, count, left_out="(left out: {what})")
+    assert n <= count(full) - 20 and "(left out: Critical Context 1)" in text
+    assert "`apps/web/src/stores/auth.store.ts` — read, modified" in text and "`a` → `b`" in text

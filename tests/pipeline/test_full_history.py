@@ -115,3 +115,19 @@ def test_a_fact_the_tail_carries_whole_is_not_said_again_where_the_summary_is_cu
     assert "Left out to fit the budget" in cp.summary_text and in_tail
     for key in in_tail:
         assert f"`{key}" not in cp.summary_text and json.dumps(key, ensure_ascii=False)[1:-1] in carried
+
+
+def test_an_approved_plan_outlives_the_checkpoint_that_saw_it(counting_backend):
+    """cc-ccbackend's user approves a plan early on; a second checkpoint reads only what came after
+    the first one's boundary, and still quotes that plan (the design both agreed on)."""
+    session = load(CIPHERBOX.parent / "cc-ccbackend_e301df65-155e-4d0f-b250-3476f2f15115.jsonl")
+    at = next(i for i, m in enumerate(session.messages) for c in m.tool_calls if c.name == "ExitPlanMode") + 40
+    first = session.model_copy(update={"messages": session.messages[:at + 80]})
+    config = CompactionConfig(context_limit=CONTEXT_LIMIT, use_model=False)
+    cp1 = compact(first, counting_backend, config).checkpoint
+    assert [p["text"].splitlines()[0] for p in cp1.work_state["plans"]] == ["# Fix Shutdown Timeout & Add Shutdown Logging"]
+    cp2 = compact(session, counting_backend, config, previous=cp1).checkpoint
+    index = {m.id: i for i, m in enumerate(session.messages)}
+    assert index[cp1.work_state["plans"][0]["message_id"]] < index[cp1.boundary_message_id]  # not read again
+    assert cp2.work_state["plans"][-1] == cp1.work_state["plans"][-1]
+    assert "# Fix Shutdown Timeout & Add Shutdown Logging" in cp2.summary_text

@@ -266,3 +266,24 @@ def test_what_the_tail_shows_whole_gives_its_room_to_what_only_the_summary_has(p
         assert said(fitted, before) >= said(plain, before)
         gained += said(fitted, before) - said(plain, before)
     assert gained > 0
+
+
+def test_a_poll_whose_run_started_before_the_tail_is_not_read_there(spotter):
+    """cc-spotter runs `mix test` in the background and polls it (TaskOutput) until it ends: the
+    poll's result says how the run ended, but only the call that started it names the command. A
+    tail that holds the last poll and not the start does not show the run, so its facts keep their
+    ranks; a tail that holds both does."""
+    from worker.pipeline import _shown_whole
+
+    session = spotter[0]
+    actions = scan_actions(session.messages)
+    polls = {a.message_id: a.started_by for a in actions if a.started_by}
+    test = "mix test test/spotter/services/transcript_renderer_test.exs 2>&1"
+    start, *_, end = [a for a in actions if a.command == test]
+    assert end.started_by == start.call_message_id and polls[end.message_id] == start.call_message_id
+    # (the start is before the session's own compaction: as a tail it would be a live message)
+    live = [m.model_copy(update={"compacted": False}) for m in session.messages]
+    at = {m.id: i for i, m in enumerate(live)}
+    assert end.message_id not in _shown_whole(live[at[end.message_id]:], polls)
+    assert end.message_id in _shown_whole(live[at[start.call_message_id]:], polls)
+    assert start.call_message_id not in _shown_whole(session.messages[at[start.call_message_id]:], polls)

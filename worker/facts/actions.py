@@ -190,6 +190,7 @@ class Action:
     commit_refused: bool = False
     run_id: str | None = None  # a run still going: the id its polls name (run_polled)
     polls: str | None = None  # the run id a poll continued (run_polled)
+    started_by: str | None = None  # a poll's or an end notice's: the message whose call started the run
     in_cell: bool = False  # a tool a Codex code-mode `exec` cell ran, or a wait on such a cell
     reads_output: bool = False  # a poll that read the run's output file (TASK_OUTPUT_FILE): it may still be going
 
@@ -416,7 +417,7 @@ def _call_action(name: str, args: dict[str, Any], pos: int, message_id: str, cwd
     if started is not None:  # a poll of a run (still going, or ended by a notice): the same run, its files named once
         return Action(pos=pos, message_id=message_id, call_message_id=message_id, tool=started.tool,
                       script=started.script, source=started.source, polls=polls, in_cell=in_cell or started.in_cell,
-                      reads_output=read is not None)
+                      reads_output=read is not None, started_by=started.started_by or started.call_message_id)
     command = shell_command(args) if name.lower() in SHELL_TOOLS else None
     action = Action(pos=pos, message_id=message_id, call_message_id=message_id, tool=name, script=command, polls=polls,
                     in_cell=in_cell)
@@ -504,6 +505,7 @@ def _notified_ends(msg: Message, pos: int, running: dict[str, Action], actions: 
         code = int(exit_code) if exit_code else None
         actions.append(Action(pos=pos, message_id=msg.id, call_message_id=None, tool=started.tool, script=started.script,
                               source=started.source, polls=task_id, has_result=True, exit_code=code,
+                              started_by=started.started_by or started.call_message_id,
                               status={"completed": "ok", "failed": "failed"}.get(status, "unknown")))
 
 

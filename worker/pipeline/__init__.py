@@ -32,7 +32,7 @@ from backends.engine_thread import FOREGROUND
 from ..facts.actions import scan_actions
 from ..facts.ledger import Ledger, answered_question, extract_ledger, user_requests
 from ..facts.text import cut_end
-from ..facts.workstate import WorkState, derive_work_state
+from ..facts.workstate import MAX_REPORTS, WorkState, derive_work_state
 from ..session import Message, Session, boundary_index, cited_ids, id_forms
 from ..tokens import Budget, TokenCounter, make_budget
 from .anchor import agent_summary, agent_summary_limit, bounded, summary_body
@@ -178,6 +178,8 @@ class _Facts:
     sections: dict[str, Section]
     changed_since: list[str] = field(default_factory=list)  # files created or modified since the boundary
     cite: dict[str, str] = field(default_factory=dict)  # message id -> how the sections cite it
+    # A poll's message (TaskOutput, write_stdin, an end notice) -> the message whose call started its run.
+    polls: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -231,6 +233,10 @@ def _facts(session: Session, previous: Checkpoint | None) -> _Facts:
     ledger = extract_ledger(since_boundary, previous=prev_ledger, cwd=cwd, actions=actions)
     cite = cited_ids([m.id for m in session.messages])  # over the whole session: each prefix is unique in it
     state = derive_work_state(since_boundary, ledger, cwd=cwd, actions=actions, cite=cite)
+    if previous is not None:  # an approved plan outlives the checkpoint that saw it: the design still holds
+        seen = {p.message_id for p in state.plans}
+        state.plans = (state.plans + [p for p in WorkState.from_dict(previous.work_state).plans
+                                      if p.message_id not in seen])[:MAX_REPORTS]
     lang = detect_language(since_boundary)
     if previous is not None and not any(m.role == "user" and m.text for m in since_boundary):
         lang = previous.lang
@@ -242,7 +248,8 @@ def _facts(session: Session, previous: Checkpoint | None) -> _Facts:
         "Relevant Files": facts["Relevant Files"],
     }
     changed = [path for a in actions for path, what in a.files if what in ("created", "modified")]
-    return _Facts(since_boundary, ledger, state, lang, sections, list(dict.fromkeys(changed)), cite)
+    polls = {a.message_id: a.started_by for a in actions if a.started_by}
+    return _Facts(since_boundary, ledger, state, lang, sections, list(dict.fromkeys(changed)), cite, polls)
 
 
 @dataclass
@@ -480,16 +487,15 @@ def compact(
 
     t = time.perf_counter()
     narrative = _narrative_sections(story.narrative, facts.lang)
-    shown = frozenset(m.id for m in split.tail_msgs
-                      if not m.compacted and all(r.compacted_at is None for r in m.tool_results))
+    tail_ids = _shown_whole(split.tail_msgs, facts.polls)
     sections, summary_text, summary_tokens, checkpoint_messages, after = _fit(
-        {**facts.sections, **ledger_sections(facts.ledger, facts.lang, facts.cite, shown=shown),
-         "Progress": progress_section(facts.state, facts.lang, facts.cite, shown), **narrative},
+        {**facts.sections, **ledger_sections(facts.ledger, facts.lang, facts.cite, shown=tail_ids),
+         "Progress": progress_section(facts.state, facts.lang, facts.cite, tail_ids), **narrative},
         facts.lang, split, plan, counter, budget, session.id, config.reference_prefix,
         # the same facts without repeats, for a tight budget: the user's messages cut to their share of it
         dense={**facts.sections, **ledger_sections(facts.ledger, facts.lang, facts.cite, dense=True,
-                                                   summary_limit=summary_limit, shown=shown),
-               "Progress": progress_section(facts.state, facts.lang, facts.cite, shown),
+                                                   summary_limit=summary_limit, shown=tail_ids),
+               "Progress": progress_section(facts.state, facts.lang, facts.cite, tail_ids),
                **_narrative_sections(_dense_goal(story.narrative, facts.ledger), facts.lang)},
         cite_ids=config.cite_ids)
     if not config.cite_ids:
@@ -514,6 +520,13 @@ def compact(
                                 summary_limit=summary_limit, tail_budget=split.tail_budget),
     )
     return CompactionResult(checkpoint, working, story.result, stage, sections)
+
+
+def _shown_whole(tail: list[Message], polls: dict[str, str]) -> frozenset[str]:
+    """The tail messages whose facts the reader sees there (checkpoint.SHOWN_BELOW): not pruned, and
+    not the poll of a run the tail does not start (its outcome is there, the command is not)."""
+    ids = {m.id for m in tail if not m.compacted and all(r.compacted_at is None for r in m.tool_results)}
+    return frozenset(i for i in ids if polls.get(i, i) in ids)
 
 
 def _covered_until(working: Session, head_start: int, previous: Checkpoint | None) -> str | None:

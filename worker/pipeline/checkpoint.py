@@ -8,7 +8,8 @@ Sections travel as a typed structure (`Section` of `Block`s of `Bullet`s) from t
 to here, are fitted to the summary's budget as that structure, and are rendered to markdown
 once, at the end. Fitting is by importance, not position: every bullet (and sub-bullet) has a
 rank, and the budget is filled in rank order (unresolved errors, the user's rules verbatim, open
-work, files changed, the last failing and passing runs, then done work, reads and detail).
+work, files changed, the last failing and passing runs, then done work, reads and detail; last,
+what the verbatim tail shows whole).
 Nothing goes silently: each shrunk list says how many items it left out, and Critical Context
 says where they are (history search / around, over HTTP or the CLI). When even the ranked fit
 and the shrink steps miss (a budget barely above the empty skeleton), `fit_dense` renders more
@@ -134,8 +135,8 @@ RANK_SPARE = 8  # a long failing run's further error lines: only where every oth
 # A fact whose every message the checkpoint carries whole after the summary (its verbatim tail: a
 # run, its error, an edit, a commit, the user's words, the agent's report) is read there; the summary
 # says it again only where every other fact left room, which goes to what only the summary can say
-# (tune, no model: 1,259 / 1,612 / 1,692 -> 1,266 / 1,616 / 1,694; the tail's user messages also
-# left out of the dense user budget: 8k -2).
+# (tune, no model: 1,259 / 1,612 / 1,692 -> 1,266 / 1,616 / 1,694; tried and not kept: the tail's
+# user messages also left out of the dense user budget, 8k -2).
 SHOWN_BELOW = RANK_SPARE
 RANK_REST = 9  # the rest of a quote past its opening (an agent's long report): in what is left at the very end
 FILE_RANKS = (RANK_CHANGED, RANK_CHANGED, RANK_DETAIL, RANK_SPARE)  # by FileFact.rank: a diffstat's name fills spare room
@@ -368,11 +369,10 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
                                sub_ranks=[below(e.message_ids, RANK_SPARE if e.further else RANK_RESOLVED)
                                           for e in resolved]))
     if ledger.tallies:
-        n = len(ledger.tallies)
         critical.append(Bullet(f"{t['tallies']}:", subs=[
             f"{code(x.text)}" + (f" — {code(command_line(x.command))}" if x.command else "")
             + f" ({ids(x.message_ids[-IDS_PER_RUN:])})" for x in ledger.tallies],
-            sub_ranks=[below(x.message_ids, RANK_LAST_RUN if i == n - 1 else RANK_DETAIL)
+            sub_ranks=[below(x.message_ids, RANK_LAST_RUN if i == len(ledger.tallies) - 1 else RANK_DETAIL)
                        for i, x in enumerate(ledger.tallies)], group=True, newest_last=True))
     if ledger.commits:
         critical.append(Bullet(f"{t['commits']}:", subs=[
@@ -464,7 +464,8 @@ def user_labelled(sections: dict[str, Section], ids: set[str], label: str,
 def progress_section(state: WorkState, lang: str = "en", cite: dict[str, str] | None = None,
                      shown: frozenset[str] = frozenset()) -> Section:
     """Progress: `### Done / ### In Progress / ### Blocked`, `(none)` under an empty one; the
-    agent's reports after them, those the verbatim tail holds (`shown`) at SHOWN_BELOW."""
+    agent's reports and the plans the user approved after them, those the verbatim tail holds
+    (`shown`) at SHOWN_BELOW."""
     t = fact_labels(lang)
     cite = cite or {}
 
@@ -551,14 +552,20 @@ def fit_sections(sections: dict[str, Section], lang: str, limit: int, count: Cal
     for _ in range(FIT_ROUNDS):
         kept = set(given)
         left = room
+        waiting: dict[tuple[int, ...], list[_Unit]] = {}  # an edit snippet that came up before its file: after it
         for u in sorted(units, key=_fill_order):
             if u.key in given:
                 continue
             if u.needs is not None and u.needs not in kept:
-                continue  # an edit snippet without its file
-            if cost[u.key] <= left:
-                kept.add(u.key)
-                left -= cost[u.key]
+                waiting.setdefault(u.needs, []).append(u)
+                continue
+            todo = [u]
+            while todo:
+                v = todo.pop(0)
+                if cost[v.key] <= left:
+                    kept.add(v.key)
+                    left -= cost[v.key]
+                    todo += waiting.pop(v.key, [])
         fitted = _select(sections, kept, units, lang, note, session_id)
         text = render(fitted)
         n = count(text)
