@@ -72,7 +72,7 @@ def test_scripts_that_open_alike_are_one_line() -> None:
 
 def test_paths_are_grouped_under_their_common_directory_keeping_their_own() -> None:
     body = grouped_paths(ledger_sections(ledger(), "en", dense=True))["Relevant Files"].body()
-    assert body.splitlines()[:3] == ["- `apps/web/src/`", "  - `stores/auth.store.ts` — read, modified",
+    assert body.splitlines()[:3] == ["- `apps/web/src/`", "  - `stores/auth.store.ts` — modified",
                                      "  - `hooks/useAuth.ts` — modified"]
     assert "- `README.md` — read" in body and "`a` → `b`" not in body  # edit snippets are detail
 
@@ -239,3 +239,12 @@ def test_an_edit_snippet_that_ranks_before_its_file_follows_it_in() -> None:
     _, text, n = fit_sections(sections, "en", count(full) - 20, count, left_out="(left out: {what})")
     assert n <= count(full) - 20 and "(left out: Critical Context 1)" in text
     assert "`apps/web/src/stores/auth.store.ts` — read, modified" in text and "`a` → `b`" in text
+
+
+def test_a_dense_file_line_does_not_say_a_changed_file_was_read() -> None:
+    """Whether the session read a file before it changed it says nothing a reader needs: the dense
+    line gives what was done to it; a file only read is still said to be read."""
+    normal = ledger_sections(ledger(), "en")["Relevant Files"].body()
+    dense = ledger_sections(ledger(), "en", dense=True)["Relevant Files"].body()
+    assert "`apps/web/src/stores/auth.store.ts` — read, modified" in normal
+    assert "`apps/web/src/stores/auth.store.ts` — modified" in dense and "`README.md` — read" in dense

@@ -29,6 +29,7 @@ from ..facts.ledger import (
     USER_BUDGET_CHARS,
     CommandFact,
     ErrorFact,
+    FileFact,
     Ledger,
     UserInstruction,
     budget_user_instructions,
@@ -405,7 +406,11 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
             sub_ranks=[below(c.message_ids, RANK_LAST_RUN if id(c) in last else _run_rank(c)) for c in runs],
             group=True, newest_last=True))
 
-    files = [Bullet(f"{code(f.path)} — {', '.join(t.get(a, a) for a in f.actions)}{where(f.message_ids[-2:])}",
+    # Dense: whether the session read a file before it changed it says nothing (tune, no model: 8k +2, 16k +2).
+    def did(f: FileFact) -> list[str]:
+        return [a for a in f.actions if not (dense and a == "read" and f.changed)]
+
+    files = [Bullet(f"{code(f.path)} — {', '.join(t.get(a, a) for a in did(f))}{where(f.message_ids[-2:])}",
                     subs=[] if dense else [cut_middle(e, EDIT_SNIPPET_MAX_CHARS) for e in f.edits],
                     rank=below(f.message_ids, FILE_RANKS[f.rank]),
                     sub_ranks=None if dense else [RANK_DETAIL] * len(f.edits), path=f.path if dense else None)
