@@ -248,18 +248,3 @@ def test_a_dense_file_line_does_not_say_a_changed_file_was_read() -> None:
     dense = ledger_sections(ledger(), "en", dense=True)["Relevant Files"].body()
     assert "`apps/web/src/stores/auth.store.ts` — read, modified" in normal
     assert "`apps/web/src/stores/auth.store.ts` — modified" in dense and "`README.md` — read" in dense
-
-
-def test_a_dense_command_does_not_cd_into_the_sessions_own_directory_first() -> None:
-    """`cd <the session's working directory> && …` says nothing of what ran (the same run as
-    without it: run_key), and Claude Code's Bash often opens so (cc-neuvectormcp's iCloud Drive
-    checkout, quoted); a `cd` anywhere else is part of the command."""
-    home = "/Users/rashford/Library/Mobile Documents/com~apple~CloudDocs/Developer/neuvector-mcp"
-    facts = Ledger(commands=[CommandFact(f'cd "{home}" && make verify PY=.venv/bin/python 2>&1 | tail -4', "ok", 0,
-                                         None, ["m1"], 1, 1),
-                             CommandFact(f"cd {home}/deploy && kubectl apply -f fleet.yaml", "ok", 0, None, ["m2"], 1, 2)])
-    normal = ledger_sections(facts, "en", cwd=home)["Critical Context"].body()
-    dense = ledger_sections(facts, "en", dense=True, cwd=home)["Critical Context"].body()
-    assert f'`cd "{home}" && make verify' in normal
-    assert "  - `make verify PY=.venv/bin/python 2>&1 | tail -4`" in dense and f'cd "{home}"' not in dense
-    assert f"`cd {home}/deploy && kubectl apply -f fleet.yaml`" in dense

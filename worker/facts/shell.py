@@ -343,19 +343,13 @@ def patch_file_actions(text: str) -> list[tuple[str, str]]:
     return [(p, a) for p, a in found if clean_tool_path(p)]
 
 
-def without_own_cd(command: str, cwds: list[str] | tuple[str, ...]) -> str:
-    """`command` without a leading `cd` into the session's own working directory (one of `cwds`),
-    which says nothing of what ran: the directory quoted or not (`cd "…/Mobile Documents/app" && make`)."""
-    m = CD_LINK_RE.match(command)
-    if m and m.group(2).strip("'\"").rstrip("/") in {c.rstrip("/") for c in cwds}:
-        return command[m.end():]
-    return command
-
-
 def run_key(command: str, cwds: list[str] | tuple[str, ...] = ()) -> str:
     """A command without its output filters, `2>&1` and a `cd` into the session's own working
     directory: what "the same run" means."""
-    text = without_own_cd(strip_heredocs(command)[0], cwds)
+    text = strip_heredocs(command)[0]
+    m = CD_LINK_RE.match(text)  # the directory quoted or not: `cd "…/Mobile Documents/app" && make`
+    if m and m.group(2).strip("'\"").rstrip("/") in {c.rstrip("/") for c in cwds}:
+        text = text[m.end():]
     masked = mask_quotes(text)
     cuts = [i for i, ch in enumerate(masked)
             if ch == "|" and masked[i - 1:i] != "|" and masked[i + 1:i + 2] not in ("|", "&")]

@@ -180,7 +180,6 @@ class _Facts:
     cite: dict[str, str] = field(default_factory=dict)  # message id -> how the sections cite it
     # A poll's message (TaskOutput, write_stdin, an end notice) -> the message whose call started its run.
     polls: dict[str, str] = field(default_factory=dict)
-    cwd: str | None = None  # the session's working directory, where it says
 
 
 @dataclass
@@ -250,7 +249,7 @@ def _facts(session: Session, previous: Checkpoint | None) -> _Facts:
     }
     changed = [path for a in actions for path, what in a.files if what in ("created", "modified")]
     polls = {a.message_id: a.started_by for a in actions if a.started_by}
-    return _Facts(since_boundary, ledger, state, lang, sections, list(dict.fromkeys(changed)), cite, polls, cwd)
+    return _Facts(since_boundary, ledger, state, lang, sections, list(dict.fromkeys(changed)), cite, polls)
 
 
 @dataclass
@@ -495,7 +494,7 @@ def compact(
         facts.lang, split, plan, counter, budget, session.id, config.reference_prefix,
         # the same facts without repeats, for a tight budget: the user's messages cut to their share of it
         dense={**facts.sections, **ledger_sections(facts.ledger, facts.lang, facts.cite, dense=True,
-                                                   summary_limit=summary_limit, shown=tail_ids, cwd=facts.cwd),
+                                                   summary_limit=summary_limit, shown=tail_ids),
                "Progress": progress_section(facts.state, facts.lang, facts.cite, tail_ids),
                **_narrative_sections(_dense_goal(story.narrative, facts.ledger), facts.lang)},
         cite_ids=config.cite_ids)

@@ -34,7 +34,7 @@ from ..facts.ledger import (
     UserInstruction,
     budget_user_instructions,
 )
-from ..facts.shell import cut_command, only_looks, publishes, sets_up, without_own_cd
+from ..facts.shell import cut_command, only_looks, publishes, sets_up
 from ..facts.text import CITED_COMMAND_MAX_CHARS, code, command_line, command_result, cut_end, cut_middle
 from ..facts.workstate import WorkItem, WorkState
 from .anchor import bounded
@@ -319,13 +319,12 @@ def user_budget_chars(summary_limit: int) -> int:
 
 def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | None = None,
                     dense: bool = False, summary_limit: int = 0,
-                    shown: frozenset[str] = frozenset(), cwd: str | None = None) -> dict[str, Section]:
+                    shown: frozenset[str] = frozenset()) -> dict[str, Section]:
     """Critical Context, Relevant Files and Constraints & Preferences, from the ledger; message
     ids as `cite` abbreviates them (session.cited_ids). `dense`: the same facts with less around them
     (see ALIGNMENT_PAD_RE above): what a tight budget gets, the user's messages cut to their share
     of a summary of `summary_limit` tokens. `shown`: the messages the checkpoint carries whole
-    after the summary (its verbatim tail); a fact seen only there ranks SHOWN_BELOW. `cwd`: the
-    session's working directory, which a dense Commands entry does not `cd` into first."""
+    after the summary (its verbatim tail); a fact seen only there ranks SHOWN_BELOW."""
     t = fact_labels(lang)
     cite = cite or {}
 
@@ -393,8 +392,7 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
         critical.append(Bullet(f"{t['branches']}: {', '.join(names)}", rank=RANK_CHANGED))
     if ledger.commands:
         runs = ledger.commands
-        own = [cwd] if dense and cwd else []  # dense: `cd <the session's directory> &&` says nothing (tune: 8k +6, 16k +5)
-        listed = {id(c): cut_command(without_own_cd(command_line(c.command), own), LISTED_COMMAND_MAX_CHARS) for c in runs}
+        listed = {id(c): cut_command(command_line(c.command), LISTED_COMMAND_MAX_CHARS) for c in runs}
         if dense:  # each command once, as it is listed (scripts that open alike are one line), with its latest outcome
             latest = {listed[id(c)]: c for c in sorted(runs, key=lambda c: c.last_seq)}
             runs = sorted(latest.values(), key=lambda c: c.last_seq)
