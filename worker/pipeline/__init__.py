@@ -489,12 +489,12 @@ def compact(
     narrative = _narrative_sections(story.narrative, facts.lang)
     tail_ids = _shown_whole(split.tail_msgs, facts.polls)
     sections, summary_text, summary_tokens, checkpoint_messages, after = _fit(
-        {**facts.sections, **ledger_sections(facts.ledger, facts.lang, facts.cite, shown=tail_ids),
+        {**ledger_sections(facts.ledger, facts.lang, facts.cite, shown=tail_ids),
          "Progress": progress_section(facts.state, facts.lang, facts.cite, tail_ids), **narrative},
         facts.lang, split, plan, counter, budget, session.id, config.reference_prefix,
         # the same facts without repeats, for a tight budget: the user's messages cut to their share of it
-        dense={**facts.sections, **ledger_sections(facts.ledger, facts.lang, facts.cite, dense=True,
-                                                   summary_limit=summary_limit, shown=tail_ids),
+        dense={**ledger_sections(facts.ledger, facts.lang, facts.cite, dense=True,
+                                 summary_limit=summary_limit, shown=tail_ids),
                "Progress": progress_section(facts.state, facts.lang, facts.cite, tail_ids),
                **_narrative_sections(_dense_goal(story.narrative, facts.ledger), facts.lang)},
         cite_ids=config.cite_ids)

@@ -488,18 +488,18 @@ def progress_section(state: WorkState, lang: str = "en", cite: dict[str, str] | 
         blocks[1].bullets.append(Bullet(f"{t['uncommitted']}: {', '.join(paths)}"
                                         + (f", {MORE_NOT_SHOWN.format(n=more)}" if more > 0 else ""),
                                         rank=RANK_OPEN_WORK))
+    def quoted(items: list[WorkItem], heading: str) -> Block:
+        """The agent's own words, each its opening first and the whole where room is left."""
+        return Block([Bullet(f"{cite.get(i.message_id, i.message_id)}:",
+                             quote=cut_end(i.text, REPORT_OPENING_CHARS).splitlines(),
+                             more=i.text.splitlines() if len(i.text) > REPORT_OPENING_CHARS else [],
+                             rank=SHOWN_BELOW if i.message_id in shown else RANK_DETAIL, spare=True)
+                      for i in items], heading=heading)
+
     if state.reports:  # the agent's own words at its turns' ends, where the facts leave room (tune: 16k +3, 32k +4, 8k -3)
-        blocks.append(Block([Bullet(f"{cite.get(r.message_id, r.message_id)}:",
-                                    quote=cut_end(r.text, REPORT_OPENING_CHARS).splitlines(),
-                                    more=r.text.splitlines() if len(r.text) > REPORT_OPENING_CHARS else [],
-                                    rank=SHOWN_BELOW if r.message_id in shown else RANK_DETAIL, spare=True)
-                                    for r in state.reports], heading=t["reports"]))
+        blocks.append(quoted(state.reports, t["reports"]))
     if state.plans:  # the design the user approved, quoted as the reports are (tune, no model: 32k +1, 16k +1 -1)
-        blocks.append(Block([Bullet(f"{cite.get(p.message_id, p.message_id)}:",
-                                    quote=cut_end(p.text, REPORT_OPENING_CHARS).splitlines(),
-                                    more=p.text.splitlines() if len(p.text) > REPORT_OPENING_CHARS else [],
-                                    rank=SHOWN_BELOW if p.message_id in shown else RANK_DETAIL, spare=True)
-                                    for p in state.plans], heading=t["plans"]))
+        blocks.append(quoted(state.plans, t["plans"]))
     return Section(blocks=blocks)
 
 
