@@ -372,10 +372,11 @@ def test_pull_requests_gh_opened_and_merged():
     b.bash("gh pr merge 3 --squash", "✓ Squashed and merged pull request OWNER/REPO#3 (The title of the PR)")
     b.bash("gh pr view 1131", "title:\tdocs: clarify\nurl:\thttps://github.com/raman325/lock_code_manager/pull/1131")
     ledger = extract_ledger(b.messages)
+    # Viewing #1131 afterwards keeps it opened, and makes it the one last worked on.
     assert [(p.number, p.state, p.title, p.url) for p in ledger.pull_requests] == [
+        (3, "merged", "The title of the PR", None),
         (1131, "opened", "docs: clarify scheduler-component limitation is condition-entity-only",
-         "https://github.com/raman325/lock_code_manager/pull/1131"),
-        (3, "merged", "The title of the PR", None)]
+         "https://github.com/raman325/lock_code_manager/pull/1131")]
     md = render_markdown(ledger)
     assert ("#1131 `docs: clarify scheduler-component limitation is condition-entity-only` — opened "
             "(" in md and "https://github.com/raman325/lock_code_manager/pull/1131)" in md)
@@ -387,6 +388,60 @@ def test_pull_requests_gh_opened_and_merged():
     # A double-quoted title is read as the shell reads it: `\"` is a quote (bash(1), QUOTING).
     b.bash('gh pr create --title "fix: say \\"hi\\" to \\$USER"', "https://github.com/a/b/pull/14")
     assert extract_ledger(b.messages).pull_requests[-1].title == 'fix: say "hi" to $USER'
+
+
+def test_pull_requests_the_session_closed_or_worked_on():
+    """`gh pr close 46` prints `✓ Closed pull request owner/repo#46 (title)` (cc-meow-ja, tune half);
+    a `gh pr view`/`checks`/`diff` names the pull request the work is about: by the number or URL it
+    was given (cc-lockcodemanager's `gh pr checks 1127`), else by the URL its output shows
+    (cc-chkit's `gh pr view --json number,title,url,…` on the current branch). Looking at one never
+    replaces what the session did to it, and ranks below it."""
+    s = claude_code.load(FIXTURES / "cc-meow-ja_fc996c60-fb21-4123-b967-4f406da4bc25.jsonl")
+    prs = {p.number: p for p in extract_ledger(s.messages).pull_requests}
+    assert (prs[46].state, prs[46].title) == ("closed", ":arrow_up: ci: Bump actions/github-script from 7 to 8")
+    assert prs[45].state == "opened"  # then `gh pr checks 45`, `gh pr view 45 --comments`
+    s = claude_code.load(FIXTURES / "cc-chkit_ae3fbe71-2e30-4381-887b-bdbcbb548d8a.jsonl")
+    assert [(p.number, p.state, p.url) for p in extract_ledger(s.messages).pull_requests] == [
+        (22, "seen", "https://github.com/obsessiondb/chkit/pull/22")]
+    b = Builder()
+    b.bash("gh pr checks 1127 2>&1 | head -20", "Auto Merge\tfail\t37s\thttps://github.com/raman325/lock_code_manager/"
+           "actions/runs/1/job/2")
+    b.bash("for i in 46 47; do gh pr view $i --json title; done", '{"title":"a"}\n{"title":"b"}')  # which: not said
+    b.bash('gh pr create --title "docs"', "https://github.com/a/b/pull/9")
+    b.bash("gh pr view 9 --comments --json comments",
+           '{"comments":[{"url":"https://github.com/a/b/pull/9#issuecomment-1"}]}')
+    ledger = extract_ledger(b.messages)
+    assert [(p.number, p.state) for p in ledger.pull_requests] == [(1127, "seen"), (9, "opened")]
+    md = render_markdown(ledger)
+    assert "#1127 — worked on" in md and "#9 `docs` — opened" in md
+
+
+def test_pull_requests_through_github_tools():
+    """A pull request opened or merged through GitHub's MCP server (Claude Code's GitHub plugin,
+    cc-langlearntts, tune half: `create_pull_request` answers `{"id", "url"}`, `merge_pull_request`
+    the REST merge response) or Codex's GitHub connector (codex-cli-agentv, tune half: the PR's
+    snapshot after `Output:`) is in the ledger as one `gh` opened or merged."""
+    s = claude_code.load(FIXTURES / "cc-langlearntts_0742cd3c-db27-4429-8ec3-839db1c6c5e2.jsonl")
+    prs = {p.number: p for p in extract_ledger(s.messages).pull_requests}
+    assert (prs[30].state, prs[30].title, prs[30].url) == (
+        "merged", "fix: change ElevenLabs default voice from rachel to matilda",
+        "https://github.com/punt-labs/langlearn-tts/pull/30")
+    assert (prs[31].state, prs[31].url) == ("opened", "https://github.com/punt-labs/langlearn-tts/pull/31")
+    s = load(FIXTURES / "codex-cli-agentv_019efc87-fa98-7971-91df-0c9512a065da.jsonl")
+    assert [(p.number, p.state, p.url) for p in extract_ledger(s.messages).pull_requests] == [
+        (1510, "opened", "https://github.com/EntityProcess/agentv/pull/1510")]
+    # Before its minimal responses the server answered the whole PR object: its `url` is the API's,
+    # `html_url` the page; a merge GitHub refused, or a call that failed, names nothing.
+    b = Builder()
+    b.call("mcp__github__create_pull_request", {"owner": "a", "repo": "b", "title": "Fix it", "head": "x", "base": "main"},
+           json.dumps({"number": 7, "url": "https://api.github.com/repos/a/b/pulls/7",
+                       "html_url": "https://github.com/a/b/pull/7", "body": "see https://github.com/a/b/pull/3"}))
+    b.call("mcp__github__merge_pull_request", {"owner": "a", "repo": "b", "pullNumber": 7},
+           json.dumps({"sha": "abc", "merged": False, "message": "Pull Request is not mergeable"}))
+    b.call("mcp__github__merge_pull_request", {"owner": "a", "repo": "b", "pullNumber": 8},
+           "failed to merge pull request: 405 Pull Request is not mergeable", is_error=True)
+    assert [(p.number, p.state, p.title, p.url) for p in extract_ledger(b.messages).pull_requests] == [
+        (7, "opened", "Fix it", "https://github.com/a/b/pull/7")]
 
 
 def test_a_session_of_many_branches_keeps_main_and_shows_the_newest():

@@ -14,6 +14,7 @@ worker/formats/_common.py): a command the user ran itself (`!cmd`, meta "shell_c
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -39,7 +40,9 @@ from .output import (
     DETACHED_HEAD,
     EXIT_CODE_RE,
     NOTHING_TO_COMMIT_RE,
+    PR_CLOSED_RE,
     PR_MERGED_RE,
+    PR_SHOWN_URL_RE,
     PR_URL_RE,
     SESSION_RUNNING_RE,
     SWE_CWD_RE,
@@ -63,6 +66,7 @@ from .shell import (
     COMMAND_MAX_CHARS,
     DQUOTE_ESCAPE_RE,
     GH_PR_CMD_RE,
+    GH_PR_TARGET_RE,
     GH_PR_TITLE_RE,
     GIT_COMMIT_CMD_RE,
     GIT_DIFFSTAT_CMD_RE,
@@ -107,6 +111,18 @@ PATH_KEYS = ("file_path", "path", "filename", "file", "target_file", "notebook_p
 EDITOR_WRITE_COMMANDS = {"create"}
 EDITOR_EDIT_COMMANDS = {"str_replace", "insert", "undo_edit", "edit", "replace"}
 EDITOR_READ_COMMANDS = {"view"}
+# Pull requests opened or merged through a GitHub tool rather than `gh`: GitHub's MCP server
+# (github/github-mcp-server pkg/github/pullrequests.go: `create_pull_request` {title, head, base},
+# answering the PR's `url` or, before its minimal responses, the PR object with `number` and
+# `html_url`; `merge_pull_request` {pullNumber}, answering the REST merge response `{"sha", "merged":
+# true, "message"}`) and Codex's GitHub connector (namespace `mcp__codex_apps__github`,
+# `_create_pull_request` {repository_full_name, title}, answering the PR's `url` and `number`). A
+# client prefixes the server's tool name (Claude Code `mcp__<server>__<tool>`, opencode `<server>_<tool>`).
+PR_TOOLS = {"create_pull_request": "opened", "merge_pull_request": "merged"}
+PR_NUMBER_KEYS = ("pullNumber", "pull_number", "pr_number")
+# A pull request the session only looked at or worked on (`gh pr view 22`, `gh pr checks 22`): which one
+# the work is about. It never replaces what the session did to it (opened, merged, closed).
+PR_SEEN = "seen"
 # A run stopped by Ctrl-C exits 128 + SIGINT (POSIX XCU 2.8.2, "Exit Status for Commands"): Codex's
 # `write_stdin` of `\u0003` ending a `gh run watch`, the user's interrupt. With nothing printed it
 # neither passed nor failed; its status stays unknown.
@@ -184,6 +200,7 @@ class Action:
     logged: list[tuple[str, str]] = field(default_factory=list)  # (sha, subject) git named (output.logged_commits)
     branches: list[str] = field(default_factory=list)
     pull_requests: list[tuple[int, str, str | None, str | None]] = field(default_factory=list)  # (number, state, title, url)
+    pr_call: tuple[str, int | None, str | None] | None = None  # a PR_TOOLS call's (state, number, title), until its result
     edit: tuple[str, str] | None = None  # (old text, new text) of a search/replace edit
     # A `git commit` that failed and made no commit: a hook or GPG signing refused it, so the work
     # it was to record is not recorded ("nothing to commit" refuses nothing: it was recorded already).
@@ -345,6 +362,8 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
                                        moved_back=bool(RELATIVE_REV_RE.search(action.script)))
     if action.script and not failed:
         action.pull_requests = _pull_requests(action.script, output)
+    elif action.pr_call and not failed:
+        action.pull_requests = _tool_pull_requests(action.pr_call, output)
     if action.script and GIT_DIFFSTAT_CMD_RE.search(action.script):  # the ledger keeps only those met no other way
         action.files += [(normalize_path(n, cwds), "listed") for n in diffstat_paths(output)]
     if action.command:
@@ -353,13 +372,55 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
 
 
 def _pull_requests(command: str, output: str) -> list[tuple[int, str, str | None, str | None]]:
-    """The pull requests a `gh pr create` opened (its URL) or a `gh pr merge` merged (its line)."""
+    """The pull requests a `gh pr create` opened (its URL), a `gh pr merge` merged or a `gh pr close`
+    closed (its line), and those another `gh pr` subcommand acted on (PR_SEEN): the number or URL it
+    named, else the one its output shows."""
     verbs = set(GH_PR_CMD_RE.findall(command))
     m = GH_PR_TITLE_RE.search(command) if "create" in verbs else None
     title = m and (DQUOTE_ESCAPE_RE.sub(r"\1", m.group(1)) if m.group(1) is not None else m.group(2))
     opened = [(int(u.group(1)), "opened", title, u.group(0)) for u in PR_URL_RE.finditer(output)] if "create" in verbs else []
     merged = [(int(n), "merged", t, None) for n, t in PR_MERGED_RE.findall(output)] if "merge" in verbs else []
-    return opened[-1:] + merged  # create prints the new one's URL last (a warning may name another)
+    targets = GH_PR_TARGET_RE.findall(command)
+    closed = [(int(n), "closed", t, None) for n, t in PR_CLOSED_RE.findall(output)] if any(v == "close" for v, _ in targets) else []
+    seen = []
+    for verb, words in targets:
+        named = next((w for w in words.split() if w.isdigit() or PR_URL_RE.fullmatch(w)), None)
+        shown = PR_SHOWN_URL_RE.search(output) if named is None and verb == "view" else None
+        url = named if named and not named.isdigit() else (shown.group(1) or shown.group(2)) if shown else None
+        if named and named.isdigit():
+            seen.append((int(named), PR_SEEN, None, None))
+        elif url:
+            seen.append((int(PR_URL_RE.search(url).group(1)), PR_SEEN, None, url))
+    done = {n for n, *_ in opened[-1:] + merged + closed}
+    return opened[-1:] + merged + closed + [p for p in seen if p[0] not in done]
+
+
+def pr_tool_state(name: str) -> str | None:
+    """What a GitHub tool does to a pull request (PR_TOOLS), by its own name inside the client's prefix."""
+    own = name.rsplit("__", 1)[-1].lstrip("_").lower()
+    return next((state for tool, state in PR_TOOLS.items() if own == tool or own.endswith("_" + tool)), None)
+
+
+def _tool_pull_requests(call: tuple[str, int | None, str | None], output: str) -> list[tuple[int, str, str | None, str | None]]:
+    """The pull request a PR_TOOLS call opened (its number and URL from the answer) or merged."""
+    state, number, title = call
+    try:  # the JSON the tool answered, after any envelope the harness put before it (Codex's `Output:`)
+        answer = json.JSONDecoder().raw_decode(output, output.index("{"))[0]
+    except ValueError:
+        answer = None
+    answer = answer if isinstance(answer, dict) else {}
+    url = next((u for u in (answer.get("html_url"), answer.get("url")) if isinstance(u, str) and PR_URL_RE.fullmatch(u)),
+               None)
+    if url is None and not answer:
+        m = PR_URL_RE.search(output)
+        url = m.group(0) if m else None
+    if url is not None:
+        number = int(PR_URL_RE.fullmatch(url).group(1))
+    elif isinstance(answer.get("number"), int):
+        number = answer["number"]
+    if number is None or (state == "merged" and answer.get("merged") is not True):
+        return []
+    return [(number, state, title, url)]
 
 
 def _edit_pair(args: dict) -> tuple[str, str] | None:
@@ -423,6 +484,10 @@ def _call_action(name: str, args: dict[str, Any], pos: int, message_id: str, cwd
                     in_cell=in_cell)
     action.files = _call_files(name, args, cwds)
     action.edit = _edit_pair(args)
+    pr_state = pr_tool_state(name)
+    if pr_state is not None:
+        number = next((args[k] for k in PR_NUMBER_KEYS if isinstance(args.get(k), int)), None)
+        action.pr_call = (pr_state, number, args["title"] if isinstance(args.get("title"), str) else None)
     action.source = run_key(command, cwds) if command else " ".join([name] + [p for p, _ in action.files[:1]])
     if command:
         action.files += shell_file_actions(command, cwds)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..session import GIT_BRANCH, Message
-from .actions import MARKUP_TAG_RE, NOT_EDITS, Action, reruns, scan_actions, track_run
+from .actions import MARKUP_TAG_RE, NOT_EDITS, PR_SEEN, Action, reruns, scan_actions, track_run
 from .output import GHA_ANNOTATION_RE, TASK_PREFIX_RE, error_findings
 from .shell import only_looks, same_file
 from .text import CUT_MARKER, SENTENCE_END_RE, code, cut_middle
@@ -637,7 +637,9 @@ def extract_ledger(messages: list[Message], previous: Ledger | None = None, *, c
             _name_commit(ledger, sha, subject)
         for number, state, title, url in action.pull_requests:
             pr = _upsert(ledger.pull_requests, PullRequestFact.key_of(number), lambda n=number, st=state: PullRequestFact(n, st))
-            pr.state, pr.title, pr.url = state, title or pr.title, url or pr.url
+            if state != PR_SEEN:  # looking at a pull request changes nothing the session did to it
+                pr.state = state
+            pr.title, pr.url = title or pr.title, url or pr.url
             _add_id(pr.message_ids, mid)
             pr.last_seq = max(pr.last_seq, seq)
         for name in action.branches:

@@ -33,6 +33,10 @@ GIT_DIFFSTAT_CMD_RE = re.compile(GIT_SUBCOMMAND.format("diff|show|log|whatchange
 GIT_PICK_CMD_RE = re.compile(GIT_SUBCOMMAND.format("cherry-pick|revert"))
 RELATIVE_REV_RE = re.compile(r"\S[~^]\d*(?:\s|$)")  # `HEAD~1`, `main^`: an ancestor (gitrevisions(7))
 GH_PR_CMD_RE = re.compile(r"\bgh\s+pr\s+(create|merge)\b")
+# The `gh pr` subcommands that name the pull request they act on, `[<number> | <url> | <branch>]`, or
+# the current branch's where none is given (cli/cli pkg/cmd/pr/shared/finder.go); the argument
+# words up to the end of the shell command.
+GH_PR_TARGET_RE = re.compile(r"\bgh\s+pr\s+(view|checks|checkout|diff|close|reopen|ready|edit|comment|review)\b([^|;&\n)]*)")
 GH_PR_TITLE_RE = re.compile(r"""(?:--title|-t)[ =](?:"((?:[^"\\]|\\.)*)"|'([^']*)')""")  # gh pr create's title
 DQUOTE_ESCAPE_RE = re.compile(r'\\([$`"\\])')  # what a backslash escapes inside double quotes (bash(1), QUOTING)
 BRANCH_CMD_RE = re.compile(r"\bgit\s+(?:checkout\s+-[bB]|switch\s+-[cC]|switch)\s+([\w./+-]+)")

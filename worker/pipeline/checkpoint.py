@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from ..facts.actions import PR_SEEN
 from ..facts.ledger import (
     USER_BUDGET_CHARS,
     CommandFact,
@@ -82,7 +83,8 @@ FACT_LABELS = {
     "en": {
         "unresolved": "Unresolved errors", "resolved": "Resolved errors",
         "tallies": "Test results", "commands": "Commands", "commands_ok": "Commands (exit 0 unless shown)", "commits": "Commits", "branches": "Branches",
-        "pull_requests": "Pull requests", "opened": "opened", "merged": "merged",
+        "pull_requests": "Pull requests", "opened": "opened", "merged": "merged", "closed": "closed",
+        "seen": "worked on",
         "from": "from", "resolved_by": "resolved by", "on": "on", "failed": "failed", "exit": "exit",
         "attempts": "attempts", "current": "current",
         "read": "read", "created": "created", "modified": "modified", "deleted": "deleted", "staged": "staged",
@@ -99,7 +101,8 @@ FACT_LABELS = {
     "zh": {
         "unresolved": "未解决的错误", "resolved": "已解决的错误",
         "tallies": "测试结果", "commands": "命令", "commands_ok": "命令（未注明者退出码为 0）", "commits": "提交", "branches": "分支",
-        "pull_requests": "拉取请求", "opened": "已创建", "merged": "已合并",
+        "pull_requests": "拉取请求", "opened": "已创建", "merged": "已合并", "closed": "已关闭",
+        "seen": "已处理",
         "from": "来自", "resolved_by": "已由此解决", "on": "分支", "failed": "失败", "exit": "退出码",
         "attempts": "次尝试", "current": "当前",
         "read": "已读取", "created": "已创建", "modified": "已修改", "deleted": "已删除", "staged": "已暂存",
@@ -384,7 +387,8 @@ def ledger_sections(ledger: Ledger, lang: str = "en", cite: dict[str, str] | Non
         critical.append(Bullet(f"{t['pull_requests']}:", subs=[
             p.key + (f" {code(p.title)}" if p.title and not dense else "") + f" — {t.get(p.state, p.state)}"
             + where(p.message_ids[-1:], *([p.url] if p.url else [])) for p in ledger.pull_requests],
-            rank=RANK_CHANGED, group=True, sub_ranks=[below(p.message_ids, RANK_CHANGED) for p in ledger.pull_requests],
+            rank=RANK_CHANGED, group=True,
+            sub_ranks=[below(p.message_ids, RANK_DETAIL if p.state == PR_SEEN else RANK_CHANGED) for p in ledger.pull_requests],
             newest_last=True))
     if ledger.branches:
         names = [code(b.name) for b in ledger.branches[-BRANCHES_SHOWN:]]
