@@ -372,11 +372,12 @@ def test_pull_requests_gh_opened_and_merged():
     b.bash("gh pr merge 3 --squash", "✓ Squashed and merged pull request OWNER/REPO#3 (The title of the PR)")
     b.bash("gh pr view 1131", "title:\tdocs: clarify\nurl:\thttps://github.com/raman325/lock_code_manager/pull/1131")
     ledger = extract_ledger(b.messages)
-    # Viewing #1131 afterwards keeps it opened, and makes it the one last worked on.
+    # Viewing #1131 afterwards keeps it opened, where it was opened.
     assert [(p.number, p.state, p.title, p.url) for p in ledger.pull_requests] == [
-        (3, "merged", "The title of the PR", None),
         (1131, "opened", "docs: clarify scheduler-component limitation is condition-entity-only",
-         "https://github.com/raman325/lock_code_manager/pull/1131")]
+         "https://github.com/raman325/lock_code_manager/pull/1131"),
+        (3, "merged", "The title of the PR", None)]
+    assert ledger.pull_requests[0].message_ids == [b.messages[1].id]
     md = render_markdown(ledger)
     assert ("#1131 `docs: clarify scheduler-component limitation is condition-entity-only` — opened "
             "(" in md and "https://github.com/raman325/lock_code_manager/pull/1131)" in md)
@@ -410,10 +411,19 @@ def test_pull_requests_the_session_closed_or_worked_on():
     b.bash('gh pr create --title "docs"', "https://github.com/a/b/pull/9")
     b.bash("gh pr view 9 --comments --json comments",
            '{"comments":[{"url":"https://github.com/a/b/pull/9#issuecomment-1"}]}')
+    # An option's value, quoted text and a heredoc body name no pull request.
+    b.bash("gh pr checks --interval 20 --watch", "")
+    b.bash('gh pr comment --body "fixes 3 bugs"', "")
+    b.bash('git commit -m "docs: run gh pr checks 5 first"', "")
+    b.bash("gh pr close 9 && gh pr reopen 9", "✓ Closed pull request a/b#9 (docs)\n✓ Reopened pull request a/b#9 (docs)")
+    b.bash("gh pr view", "title:\tdocs: x\nstate:\tOPEN\nurl:\thttps://github.com/a/b/pull/12")  # to a pipe, not a tty
     ledger = extract_ledger(b.messages)
-    assert [(p.number, p.state) for p in ledger.pull_requests] == [(1127, "seen"), (9, "opened")]
+    assert [(p.number, p.state) for p in ledger.pull_requests] == [(1127, "seen"), (9, "opened"), (12, "seen")]
     md = render_markdown(ledger)
     assert "#1127 — worked on" in md and "#9 `docs` — opened" in md
+    for n in range(100, 100 + ledger_module.MAX_PULL_REQUESTS):  # many looked at: the one opened stays
+        b.bash(f"gh pr checks {n}", "")
+    assert 9 in [p.number for p in extract_ledger(b.messages).pull_requests]
 
 
 def test_pull_requests_through_github_tools():
@@ -440,6 +450,8 @@ def test_pull_requests_through_github_tools():
            json.dumps({"sha": "abc", "merged": False, "message": "Pull Request is not mergeable"}))
     b.call("mcp__github__merge_pull_request", {"owner": "a", "repo": "b", "pullNumber": 8},
            "failed to merge pull request: 405 Pull Request is not mergeable", is_error=True)
+    b.call("mcp__github__merge_pull_request", {"owner": "a", "repo": "b", "pullNumber": True},  # no number
+           json.dumps({"sha": "abc", "merged": True, "message": "Pull Request successfully merged"}))
     assert [(p.number, p.state, p.title, p.url) for p in extract_ledger(b.messages).pull_requests] == [
         (7, "opened", "Fix it", "https://github.com/a/b/pull/7")]
 

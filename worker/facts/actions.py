@@ -66,7 +66,6 @@ from .shell import (
     COMMAND_MAX_CHARS,
     DQUOTE_ESCAPE_RE,
     GH_PR_CMD_RE,
-    GH_PR_TARGET_RE,
     GH_PR_TITLE_RE,
     GIT_COMMIT_CMD_RE,
     GIT_DIFFSTAT_CMD_RE,
@@ -76,6 +75,7 @@ from .shell import (
     RELATIVE_REV_RE,
     clean_tool_path,
     commit_subject,
+    gh_pr_targets,
     is_verify_command,
     last_program,
     normalize_path,
@@ -380,17 +380,18 @@ def _pull_requests(command: str, output: str) -> list[tuple[int, str, str | None
     title = m and (DQUOTE_ESCAPE_RE.sub(r"\1", m.group(1)) if m.group(1) is not None else m.group(2))
     opened = [(int(u.group(1)), "opened", title, u.group(0)) for u in PR_URL_RE.finditer(output)] if "create" in verbs else []
     merged = [(int(n), "merged", t, None) for n, t in PR_MERGED_RE.findall(output)] if "merge" in verbs else []
-    targets = GH_PR_TARGET_RE.findall(command)
-    closed = [(int(n), "closed", t, None) for n, t in PR_CLOSED_RE.findall(output)] if any(v == "close" for v, _ in targets) else []
+    targets = gh_pr_targets(command)
+    closed = ([(int(n), "closed" if verb == "Closed" else "opened", t, None) for verb, n, t in PR_CLOSED_RE.findall(output)]
+              if any(v in ("close", "reopen") for v, _ in targets) else [])
     seen = []
-    for verb, words in targets:
-        named = next((w for w in words.split() if w.isdigit() or PR_URL_RE.fullmatch(w)), None)
+    for verb, named in targets:
         shown = PR_SHOWN_URL_RE.search(output) if named is None and verb == "view" else None
-        url = named if named and not named.isdigit() else (shown.group(1) or shown.group(2)) if shown else None
+        url = shown.group(1) or shown.group(3) if shown else named if named and not named.isdigit() else None
+        number = PR_URL_RE.fullmatch(url) if url else None
         if named and named.isdigit():
             seen.append((int(named), PR_SEEN, None, None))
-        elif url:
-            seen.append((int(PR_URL_RE.search(url).group(1)), PR_SEEN, None, url))
+        elif number:
+            seen.append((int(number.group(1)), PR_SEEN, None, url))
     done = {n for n, *_ in opened[-1:] + merged + closed}
     return opened[-1:] + merged + closed + [p for p in seen if p[0] not in done]
 
@@ -416,7 +417,7 @@ def _tool_pull_requests(call: tuple[str, int | None, str | None], output: str) -
         url = m.group(0) if m else None
     if url is not None:
         number = int(PR_URL_RE.fullmatch(url).group(1))
-    elif isinstance(answer.get("number"), int):
+    elif type(answer.get("number")) is int:
         number = answer["number"]
     if number is None or (state == "merged" and answer.get("merged") is not True):
         return []
@@ -486,7 +487,7 @@ def _call_action(name: str, args: dict[str, Any], pos: int, message_id: str, cwd
     action.edit = _edit_pair(args)
     pr_state = pr_tool_state(name)
     if pr_state is not None:
-        number = next((args[k] for k in PR_NUMBER_KEYS if isinstance(args.get(k), int)), None)
+        number = next((args[k] for k in PR_NUMBER_KEYS if type(args.get(k)) is int), None)  # not a bool
         action.pr_call = (pr_state, number, args["title"] if isinstance(args.get("title"), str) else None)
     action.source = run_key(command, cwds) if command else " ".join([name] + [p for p, _ in action.files[:1]])
     if command:

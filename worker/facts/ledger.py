@@ -637,9 +637,10 @@ def extract_ledger(messages: list[Message], previous: Ledger | None = None, *, c
             _name_commit(ledger, sha, subject)
         for number, state, title, url in action.pull_requests:
             pr = _upsert(ledger.pull_requests, PullRequestFact.key_of(number), lambda n=number, st=state: PullRequestFact(n, st))
-            if state != PR_SEEN:  # looking at a pull request changes nothing the session did to it
-                pr.state = state
             pr.title, pr.url = title or pr.title, url or pr.url
+            if state == PR_SEEN and pr.message_ids:
+                continue  # looking at a pull request changes nothing the session did to it, nor where it did it
+            pr.state = state
             _add_id(pr.message_ids, mid)
             pr.last_seq = max(pr.last_seq, seq)
         for name in action.branches:
@@ -685,7 +686,9 @@ def extract_ledger(messages: list[Message], previous: Ledger | None = None, *, c
     ledger.tallies = sorted(ledger.tallies, key=lambda t: t.last_seq)[-MAX_TALLIES:]
     ledger.commits = sorted(ledger.commits, key=lambda c: c.last_seq)[-MAX_COMMITS:]
     ledger.branches = sorted(ledger.branches, key=lambda b: b.last_seq)[-MAX_BRANCHES:]
-    ledger.pull_requests = sorted(ledger.pull_requests, key=lambda p: p.last_seq)[-MAX_PULL_REQUESTS:]
+    # The ones the session opened, merged or closed outlast those it only worked on.
+    kept = sorted(ledger.pull_requests, key=lambda p: (p.state != PR_SEEN, p.last_seq))[-MAX_PULL_REQUESTS:]
+    ledger.pull_requests = sorted(kept, key=lambda p: p.last_seq)
     # A run with no command (a cell whose last tool is `apply_patch`) is none a later poll can be known by.
     ledger.running = [RunningRun(run_id, a.tool, a.command, a.source)
                       for run_id, a in running.items() if a.command][-MAX_RUNNING:]

@@ -342,14 +342,16 @@ BRANCH_OUTPUT_RE = re.compile(
 PR_URL_RE = re.compile(r"https://github\.com/[\w.-]+/[\w.-]+/pull/(\d+)\b")
 PR_MERGED_RE = re.compile(r"^\W*(?:Merged|Squashed and merged|Rebased and merged) pull request (?:[\w.-]+/[\w.-]+)?#(\d+)"
                           r" \((.*)\)$", re.MULTILINE)
-# `gh pr close`: `✓ Closed pull request owner/repo#46 (title)` (pkg/cmd/pr/close/close.go; before the
+# `gh pr close` / `gh pr reopen`: `✓ Closed pull request owner/repo#46 (title)`, `✓ Reopened pull request
+# owner/repo#46 (title)` (pkg/cmd/pr/close/close.go, pkg/cmd/pr/reopen/reopen.go; before the
 # repository name, `#46 (title)`).
-PR_CLOSED_RE = re.compile(r"^\W*Closed pull request (?:[\w.-]+/[\w.-]+)?#(\d+) \((.*)\)$", re.MULTILINE)
-# The pull request `gh pr view` showed, where the command named none: its footer `View this pull
-# request on GitHub: <url>` (pkg/cmd/pr/view/view.go printHumanPrPreview) or its `--json url` field
-# (a comment's `url` goes on to `#issuecomment-…`).
-PR_SHOWN_URL_RE = re.compile(r'^View this pull request on GitHub: (\S+/pull/\d+)$|"url":\s*"(https://github\.com/[\w.-]+/[\w.-]+/pull/\d+)"',
-                             re.MULTILINE)
+PR_CLOSED_RE = re.compile(r"^\W*(Closed|Reopened) pull request (?:[\w.-]+/[\w.-]+)?#(\d+) \((.*)\)$", re.MULTILINE)
+# The pull request `gh pr view` showed, where the command named none: on a terminal its footer `View
+# this pull request on GitHub: <url>` (pkg/cmd/pr/view/view.go printHumanPrPreview), to a pipe (an
+# agent's shell) its `url:\t<url>` line (printRawPrPreview), with `--json url` its `url` field (a
+# comment's `url` goes on to `#issuecomment-…`).
+PR_SHOWN_URL_RE = re.compile(r"^(?:View this pull request on GitHub: |url:\t)(" + PR_URL_RE.pattern + r")$"
+                             r'|"url":\s*"(' + PR_URL_RE.pattern + r')"', re.MULTILINE)
 
 
 # ---------------------------------------------------------------------------- error lines

@@ -33,10 +33,10 @@ GIT_DIFFSTAT_CMD_RE = re.compile(GIT_SUBCOMMAND.format("diff|show|log|whatchange
 GIT_PICK_CMD_RE = re.compile(GIT_SUBCOMMAND.format("cherry-pick|revert"))
 RELATIVE_REV_RE = re.compile(r"\S[~^]\d*(?:\s|$)")  # `HEAD~1`, `main^`: an ancestor (gitrevisions(7))
 GH_PR_CMD_RE = re.compile(r"\bgh\s+pr\s+(create|merge)\b")
-# The `gh pr` subcommands that name the pull request they act on, `[<number> | <url> | <branch>]`, or
-# the current branch's where none is given (cli/cli pkg/cmd/pr/shared/finder.go); the argument
-# words up to the end of the shell command.
-GH_PR_TARGET_RE = re.compile(r"\bgh\s+pr\s+(view|checks|checkout|diff|close|reopen|ready|edit|comment|review)\b([^|;&\n)]*)")
+# The `gh pr` subcommands that act on one pull request, `[<number> | <url> | <branch>]`, the current
+# branch's where none is given (cli/cli pkg/cmd/pr/shared/finder.go).
+GH_PR_TARGET_VERBS = frozenset({"view", "checks", "checkout", "diff", "close", "reopen", "ready", "edit", "comment",
+                                "review"})
 GH_PR_TITLE_RE = re.compile(r"""(?:--title|-t)[ =](?:"((?:[^"\\]|\\.)*)"|'([^']*)')""")  # gh pr create's title
 DQUOTE_ESCAPE_RE = re.compile(r'\\([$`"\\])')  # what a backslash escapes inside double quotes (bash(1), QUOTING)
 BRANCH_CMD_RE = re.compile(r"\bgit\s+(?:checkout\s+-[bB]|switch\s+-[cC]|switch)\s+([\w./+-]+)")
@@ -242,6 +242,9 @@ def segments(command: str) -> list[list[str]]:
     return [s for s in found if s]
 
 
+REDIRECT_OPERATORS = (">", ">>", "<", ">&", "<<", "<<<", "&>", ">|")  # bash(1) REDIRECTION, as shlex splits them
+
+
 def without_redirects(tokens: list[str]) -> list[str]:
     out: list[str] = []
     skip = False
@@ -249,7 +252,7 @@ def without_redirects(tokens: list[str]) -> list[str]:
         if skip:
             skip = False
             continue
-        if tok in (">", ">>", "<", ">&", "<<", "<<<", "&>", ">|"):
+        if tok in REDIRECT_OPERATORS:
             skip = True
             continue
         out.append(tok)
@@ -373,6 +376,31 @@ def last_program(command: str) -> str | None:
 def command_words(seg: list[str]) -> list[str]:
     """A segment's program and arguments: without redirects and `VAR=value` prefixes."""
     return [w for w in without_redirects(seg) if "=" not in w.split("/", 1)[0]]
+
+
+def gh_pr_targets(command: str) -> list[tuple[str, str | None]]:
+    """Each `gh pr <verb>` of GH_PR_TARGET_VERBS that `command` runs (quoted text and heredoc bodies
+    are not runs), with the pull request it names: its first argument that is not an option, where
+    that is a number or a URL (a branch name says nothing about which). The word after an option
+    may be its value (`--interval 20`, `-R owner/repo`): never the pull request."""
+    found: list[tuple[str, str | None]] = []
+    for seg in segments(strip_heredocs(command)[0]):
+        # a redirect's file descriptor (the 2 of `2>&1`) is no argument
+        words = command_words([w for i, w in enumerate(seg)
+                               if not (w.isdigit() and seg[i + 1:i + 2] and seg[i + 1] in REDIRECT_OPERATORS)])
+        if len(words) < 3 or words[0].rsplit("/", 1)[-1] != "gh" or words[1] != "pr" or words[2] not in GH_PR_TARGET_VERBS:
+            continue
+        target, after_option = None, False
+        for word in words[3:]:
+            if word.startswith("-"):
+                after_option = "=" not in word
+            elif after_option:
+                after_option = False
+            else:
+                target = word if word.isdigit() or URL_RE.match(word) else None
+                break
+        found.append((words[2], target))
+    return found
 
 
 def only_looks(command: str) -> bool:
