@@ -221,6 +221,9 @@ def test_setup_runs_by_each_tools_cli(command, setup):
     ("cargo publish", True), ("git tag", False), ("git tag -l 'v*'", False), ("gh pr view 5 --json state", False),
     ("gh api repos/polecatspeaks/StarCar", False), ("git status -sb", False), ("echo 'git push'", False),
     ("npm test", False),
+    # git's own options before the subcommand (git(1): `-C <path>`, `-c <name>=<value>`); cc-chkit's push
+    ("git -C /Users/marc/Workspace/chx push", True), ("git -c core.hooksPath=/dev/null push origin main", True),
+    ("git -C /Users/marc/Workspace/chx log --oneline -5", False),
 ])
 def test_published_runs_by_each_tools_cli(command, published):
     assert publishes(command) is published
@@ -230,6 +233,8 @@ def test_process_listings_and_waits_only_look():
     assert only_looks('ps aux | grep "nest\\|node.*api" | grep -v grep | head -5')
     assert only_looks("sleep 5 && tail -20 /private/tmp/claude-501/tasks/b3d53de.output")
     assert not only_looks("kill 33189") and not only_looks("sleep 1; rm -rf dist")
+    assert only_looks("git -C /Users/marc/Workspace/chx status") and not only_looks("git -C /repo push")
+    assert shell_file_actions("git -C /repo add src/a.py", ["/repo"]) == [("src/a.py", "staged")]
 
 
 # ---------------------------------------------------------------------------- paths

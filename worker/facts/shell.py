@@ -307,6 +307,8 @@ def shell_file_actions(command: str, cwds: list[str]) -> list[tuple[str, str]]:
         if not words:
             continue
         prog, args = words[0].rsplit("/", 1)[-1], words[1:]
+        if prog == "git":
+            args = git_arguments(args)
         if prog in READ_COMMANDS and not has_heredoc:
             skip_next = False
             for a in args:
@@ -378,6 +380,22 @@ def command_words(seg: list[str]) -> list[str]:
     return [w for w in without_redirects(seg) if "=" not in w.split("/", 1)[0]]
 
 
+# git's own options before its subcommand that take the next word as their value (git(1) SYNOPSIS:
+# `git [-C <path>] [-c <name>=<value>] [--git-dir=<path>] [--work-tree=<path>] [--namespace=<name>]
+# [--config-env=<name>=<envvar>] <command> [<args>]`): `git -C /repo push` pushes.
+GIT_VALUE_OPTIONS = frozenset({"-C", "--git-dir", "--work-tree", "--namespace"})
+GIT_SETTING_OPTIONS = frozenset({"-c", "--config-env"})  # their value is `name=value` (command_words may have dropped it)
+
+
+def git_arguments(args: list[str]) -> list[str]:
+    """git's words from its subcommand on, past its own options (GIT_VALUE_OPTIONS)."""
+    i = 0
+    while i < len(args) and args[i].startswith("-"):
+        value = args[i + 1] if i + 1 < len(args) else ""
+        i += 2 if args[i] in GIT_VALUE_OPTIONS or (args[i] in GIT_SETTING_OPTIONS and "=" in value) else 1
+    return args[i:]
+
+
 def gh_pr_targets(command: str) -> list[tuple[str, str | None]]:
     """Each `gh pr <verb>` of GH_PR_TARGET_VERBS that `command` runs (quoted text and heredoc bodies
     are not runs), with the pull request it names: its first argument that is not an option, where
@@ -418,7 +436,7 @@ def only_looks(command: str) -> bool:
         if LOOK_OPTIONS.intersection(words[1:]) or words[1:2] == [HELP_SUBCOMMAND]:
             continue
         if program == "git":
-            sub = next((w for w in words[1:] if not w.startswith("-")), "")
+            sub = next(iter(git_arguments(words[1:])), "")
             if sub not in LOOK_GIT_SUBCOMMANDS:
                 return False
         elif program == "sed":
@@ -450,7 +468,9 @@ def _runs(command: str) -> Iterator[tuple[str, list[str], list[str]]]:
     for seg in segments(strip_heredocs(command)[0]):
         words = command_words(seg)
         if words:
-            yield words[0].rsplit("/", 1)[-1], words, [w for w in words[1:] if not w.startswith("-")]
+            program = words[0].rsplit("/", 1)[-1]
+            rest = git_arguments(words[1:]) if program == "git" else words[1:]
+            yield program, words, [w for w in rest if not w.startswith("-")]
 
 
 def sets_up(command: str) -> bool:
