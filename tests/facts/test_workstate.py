@@ -281,6 +281,34 @@ def test_the_part_of_a_request_put_off_for_later_is_not_done():
     assert split_deferred("Let's do the docs later.") == ("Let's do the docs later.", "")
 
 
+def test_a_request_to_push_is_done_only_once_something_was_pushed():
+    """cc-tij-ja (tune half) asks `plan.md, README更新後にcommit,push,publishしてください`; the turn
+    commits e793411 and stops: the fact list says "not yet pushed or published", so the request is
+    In Progress. The same request before it was pushed (`jj git push`, `git push origin v0.4.5`),
+    and is Done. A push through `git -C <repo>` is a push (git(1): `-C <path>`); "don't push" asks
+    for none, nor does "the push handler"; in a long brief "push" is content."""
+    s = load(FIXTURES / "cc-tij-ja_19512375-5c9f-4947-a8a2-72c341bdfe21.jsonl")
+    state = derive_work_state(s.messages, extract_ledger(s.messages))
+    asked = "確認OKでした。plan.md, README更新後にcommit,push,publishしてください"
+    assert [i.text for i in state.in_progress if i.text == asked]
+    assert "nothing pushed or published after it" in next(i for i in state.in_progress if i.text == asked).evidence[0]
+    assert "大丈夫そうです。plan.md,README更新後にcommit,push,publishしてください" in [i.text for i in state.done]
+    for push, request, done in [
+            ("git -C /Users/marc/Workspace/chx push", "if so commit and push the changes", True),  # cc-chkit
+            (None, "commit and push the changes", False),
+            (None, "commit this, but don't push yet", True),
+            (None, "fix the push handler and commit", True),  # a noun: it asks for no push
+            (None, "Fix the bug. " + "The push handler drops events. " * 20, True)]:
+        b = Builder()
+        b.user(request)
+        b.edit("src/a.py")
+        b.bash('git commit -am "Fix"', "[main 1a2b3c4] Fix\n 1 file changed")
+        if push:
+            b.bash(push, "To github.com:a/b.git\n   1a2b3c4..5d6e7f8  main -> main")
+        b.user("thanks")
+        assert bool(state_of(b.messages).done) is done, request
+
+
 def test_a_pasted_document_request_is_named_by_its_title_and_instruction():
     """agent-stuff-ko: each pasted guide (ending in 수정해줘.) was committed; its Done item names
     the guide and the instruction, not the guide's opening <meta> block, and the guides' own

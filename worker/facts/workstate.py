@@ -19,7 +19,7 @@ from typing import Any
 from ..session import Message
 from .actions import Action, reruns, scan_actions
 from .ledger import Ledger, answered_question, cut_paste, user_requests
-from .shell import WINDOWS_DRIVE_RE, cut_command
+from .shell import WINDOWS_DRIVE_RE, cut_command, publishes
 from .text import CITED_COMMAND_MAX_CHARS, SENTENCE_END_RE, code, command_line, command_result, cut_end
 
 MAX_DONE = 8  # the newest finished requests; older ones are history
@@ -45,7 +45,21 @@ BLOCKED_MIN_ATTEMPTS = 2  # one failure is a step; the same failure twice with n
 DEFERRED_RE = re.compile(r"\blater(?: on)?(?=\s*(?:[.!?,;)]|$))|\b(?:next time|in a follow[- ]up|in a separate "
                          r"(?:pr|change|commit|task))\b|以后|稍后|之后再|下次|後で|あとで|後ほど|今度|나중에|다음에",
                          re.IGNORECASE)
-DEFERRAL_MAX_CHARS = 500  # a typed request; in a long brief or a pasted document "later" is its content
+# A typed request; in a long brief or a pasted document "later" or "push" is its content, not what it asks.
+TYPED_REQUEST_MAX_CHARS = 500
+# A request that asks for its work to be pushed or published ("commit and push", "open a PR", "…commit,
+# push,publishしてください"): a commit or a green run is not that. It is Done only once a run after its
+# last edit published (shell.publishes: `git push`, `gh pr create`, `npm publish`, …, or a pull request
+# a GitHub tool opened); else it stays In Progress (tune: cc-tij-ja's v0.4.6, committed, "not yet
+# pushed or published"). "Don't push" asks for nothing.
+# "push" asks only as a verb: before its object, a particle or the end ("push the changes", "push to
+# the branch", "commit,push,publishしてください"), not before a noun ("the push handler").
+PUBLISH_VERB = (r"\b(?:push|publish)(?=\s*(?:$|[,.;:!?)]|[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af]|(?:it|them|this|that|to|up"
+                r"|origin|and|the|your|my|our|all|everything|again|now)\b))")
+PUBLISH_REQUEST_RE = re.compile(PUBLISH_VERB + r"|\b(?:open|create|make|raise|submit)\b\W+(?:\w+\W+){0,3}?"
+                                r"(?:PR|pull request)s?\b|プッシュ|推送|푸시|发布|發布", re.IGNORECASE)
+NO_PUBLISH_RE = re.compile(r"\b(?:don'?t|do not|never|without|no need to)\W+(?:\w+\W+){0,2}?(?:push|publish)\b",
+                           re.IGNORECASE)
 # Documentation no test or build checks: an applied edit is all the evidence there will be
 # (without this an earlier README request stays In Progress forever) -- unless the session commits
 # its work: there a documentation edit no commit took is still to commit (tune: two such requests
@@ -97,7 +111,7 @@ def request_text(text: str) -> str:
 def split_deferred(text: str) -> tuple[str, str]:
     """(the sentences of a request to do now, the ones it puts off). Nothing put off, or all of
     it (then the request itself is for later): (the request, "")."""
-    if len(text) > DEFERRAL_MAX_CHARS:
+    if len(text) > TYPED_REQUEST_MAX_CHARS:
         return text, ""
     sentences = [s.strip() for s in SENTENCE_END_RE.split(text) if s.strip()]
     later = [s for s in sentences if DEFERRED_RE.search(s)]
@@ -160,6 +174,18 @@ def _changed_after(actions: list[Action], pos: int, scratch: set[str]) -> list[s
     return changed
 
 
+def _asks_to_publish(words: str) -> bool:
+    return (len(words) <= TYPED_REQUEST_MAX_CHARS and bool(PUBLISH_REQUEST_RE.search(words))
+            and not NO_PUBLISH_RE.search(words))
+
+
+def _published_after(actions: list[Action], pos: int) -> bool:
+    """A run after message `pos` that published: pushed, opened or merged a pull request, released."""
+    return any(a.pos > pos and a.has_result and a.status != "failed"
+               and ((a.command is not None and publishes(a.command)) or any(st in ("opened", "merged") for _, st, _, _ in a.pull_requests))
+               for a in actions)
+
+
 def _in_repository(path: str) -> bool:
     """A path git can hold: the ledger makes the paths under the session's cwd relative, so an
     absolute or home path (a plan under ~/.claude, a cache) is outside the repository."""
@@ -218,6 +244,11 @@ def derive_work_state(messages: list[Message], ledger: Ledger, *, cwd: str | Non
                 item.evidence.append(f"green {_evidence_line(proof, cite)}, then failed {_evidence_line(failed, cite)}")
                 state.in_progress.append(item)
                 continue
+        if proof is not None and _asks_to_publish(words) and not _published_after(
+                actions, edits[-1].pos if edits else pos):
+            item.evidence.append(f"{_evidence_line(proof, cite)}; nothing pushed or published after it")
+            state.in_progress.append(item)
+            continue
         if proof is not None:
             item.evidence.append(_evidence_line(proof, cite))
             state.done.append(item)
