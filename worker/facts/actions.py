@@ -385,13 +385,14 @@ def _pull_requests(command: str, output: str) -> list[tuple[int, str, str | None
               if any(v in ("close", "reopen") for v, _ in targets) else [])
     seen = []
     for verb, named in targets:
-        shown = PR_SHOWN_URL_RE.search(output) if named is None and verb == "view" else None
-        url = shown.group(1) or shown.group(3) if shown else named if named and not named.isdigit() else None
-        number = PR_URL_RE.fullmatch(url) if url else None
-        if named and named.isdigit():
+        if named is not None and named.isdigit():
             seen.append((int(named), PR_SEEN, None, None))
-        elif number:
-            seen.append((int(number.group(1)), PR_SEEN, None, url))
+            continue
+        shown = PR_SHOWN_URL_RE.search(output) if named is None and verb == "view" else None
+        url = (shown.group(1) or shown.group(3)) if shown else named
+        page = PR_URL_RE.fullmatch(url) if url else None
+        if page:
+            seen.append((int(page.group(1)), PR_SEEN, None, url))
     done = {n for n, *_ in opened[-1:] + merged + closed}
     return opened[-1:] + merged + closed + [p for p in seen if p[0] not in done]
 

@@ -388,7 +388,8 @@ GIT_SETTING_OPTIONS = frozenset({"-c", "--config-env"})  # their value is `name=
 
 
 def git_arguments(args: list[str]) -> list[str]:
-    """git's words from its subcommand on, past its own options (GIT_VALUE_OPTIONS)."""
+    """git's words from its subcommand on, past its own options and their values (GIT_VALUE_OPTIONS,
+    GIT_SETTING_OPTIONS)."""
     i = 0
     while i < len(args) and args[i].startswith("-"):
         value = args[i + 1] if i + 1 < len(args) else ""

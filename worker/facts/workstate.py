@@ -51,9 +51,9 @@ TYPED_REQUEST_MAX_CHARS = 500
 # push,publishしてください"): a commit or a green run is not that. It is Done only once a run after its
 # last edit published (shell.publishes: `git push`, `gh pr create`, `npm publish`, …, or a pull request
 # a GitHub tool opened); else it stays In Progress (tune: cc-tij-ja's v0.4.6, committed, "not yet
-# pushed or published"). "Don't push" asks for nothing.
-# "push" asks only as a verb: before its object, a particle or the end ("push the changes", "push to
-# the branch", "commit,push,publishしてください"), not before a noun ("the push handler").
+# pushed or published"). "Don't push" asks for nothing, and "push" asks only as a verb: before its
+# object, a particle or the end ("push the changes", "push to the branch", "commit,push,publishして"),
+# not before a noun ("the push handler").
 PUBLISH_VERB = (r"\b(?:push|publish)(?=\s*(?:$|[,.;:!?)]|[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af]|(?:it|them|this|that|to|up"
                 r"|origin|and|the|your|my|our|all|everything|again|now)\b))")
 PUBLISH_REQUEST_RE = re.compile(PUBLISH_VERB + r"|\b(?:open|create|make|raise|submit)\b\W+(?:\w+\W+){0,3}?"
