@@ -297,6 +297,10 @@ def test_a_request_to_push_is_done_only_once_something_was_pushed():
             ("git -C /Users/marc/Workspace/chx push", "if so commit and push the changes", True),  # cc-chkit
             (None, "commit and push the changes", False),
             (None, "commit this, but don't push yet", True),
+            (None, "コミットしてください。pushしないでください", True),
+            (None, "提交就行，先不要推送", True),
+            (None, "커밋만 하고 푸시하지 마세요", True),
+            (None, "コミットしてpushしてください", False),
             (None, "fix the push handler and commit", True),  # a noun: it asks for no push
             (None, "Fix the bug. " + "The push handler drops events. " * 20, True)]:
         b = Builder()

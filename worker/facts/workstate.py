@@ -53,13 +53,16 @@ TYPED_REQUEST_MAX_CHARS = 500
 # a GitHub tool opened); else it stays In Progress (tune: cc-tij-ja's v0.4.6, committed, "not yet
 # pushed or published"). "Don't push" asks for nothing, and "push" asks only as a verb: before its
 # object, a particle or the end ("push the changes", "push to the branch", "commit,push,publishして"),
-# not before a noun ("the push handler").
-PUBLISH_VERB = (r"\b(?:push|publish)(?=\s*(?:$|[,.;:!?)]|[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af]|(?:it|them|this|that|to|up"
+# not before a noun ("the push handler"); after a kana it is a word too (`コミットしてpushして`), so
+# the start is "no Latin letter before", not \b.
+PUBLISH_VERB = (r"(?<![A-Za-z])(?:push|publish)(?=\s*(?:$|[,.;:!?)]|[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af]|(?:it|them|this|that|to|up"
                 r"|origin|and|the|your|my|our|all|everything|again|now)\b))")
 PUBLISH_REQUEST_RE = re.compile(PUBLISH_VERB + r"|\b(?:open|create|make|raise|submit)\b\W+(?:\w+\W+){0,3}?"
                                 r"(?:PR|pull request)s?\b|プッシュ|推送|푸시|发布|發布", re.IGNORECASE)
-NO_PUBLISH_RE = re.compile(r"\b(?:don'?t|do not|never|without|no need to)\W+(?:\w+\W+){0,2}?(?:push|publish)\b",
-                           re.IGNORECASE)
+NO_PUBLISH_RE = re.compile(r"\b(?:don'?t|do not|never|without|no need to)\W+(?:\w+\W+){0,2}?(?:push|publish)\b"
+                           r"|(?:push|publish|プッシュ)\s*[はを]?\s*(?:しない|せず|不要)"  # ja: pushしないで
+                           r"|(?:不要|别|不用|先不|暂不)\s*(?:推送|发布|push|publish)"  # zh: 先不要推送
+                           r"|(?:push|푸시)\s*(?:는|를)?\s*하지\s*(?:마|말)", re.IGNORECASE)  # ko: 푸시하지 마세요
 # Documentation no test or build checks: an applied edit is all the evidence there will be
 # (without this an earlier README request stays In Progress forever) -- unless the session commits
 # its work: there a documentation edit no commit took is still to commit (tune: two such requests
