@@ -37,6 +37,7 @@ GH_PR_CMD_RE = re.compile(r"\bgh\s+pr\s+(create|merge)\b")
 # branch's where none is given (cli/cli pkg/cmd/pr/shared/finder.go).
 GH_PR_TARGET_VERBS = frozenset({"view", "checks", "checkout", "diff", "close", "reopen", "ready", "edit", "comment",
                                 "review"})
+GH_PR_TARGET_RE = re.compile(rf"\bgh\s+pr\s+(?:{'|'.join(sorted(GH_PR_TARGET_VERBS))})\b")
 GH_PR_TITLE_RE = re.compile(r"""(?:--title|-t)[ =](?:"((?:[^"\\]|\\.)*)"|'([^']*)')""")  # gh pr create's title
 DQUOTE_ESCAPE_RE = re.compile(r'\\([$`"\\])')  # what a backslash escapes inside double quotes (bash(1), QUOTING)
 BRANCH_CMD_RE = re.compile(r"\bgit\s+(?:checkout\s+-[bB]|switch\s+-[cC]|switch)\s+([\w./+-]+)")
@@ -246,14 +247,18 @@ REDIRECT_OPERATORS = (">", ">>", "<", ">&", "<<", "<<<", "&>", ">|")  # bash(1) 
 
 
 def without_redirects(tokens: list[str]) -> list[str]:
+    """The words without redirections: the operator, its target, and the file descriptor before it
+    (`2>&1` splits as `2`, `>&`, `1`; shlex cannot tell `5 > f` from `5> f`, so the 5 goes too)."""
     out: list[str] = []
     skip = False
-    for tok in tokens:
+    for i, tok in enumerate(tokens):
         if skip:
             skip = False
             continue
         if tok in REDIRECT_OPERATORS:
             skip = True
+            continue
+        if tok.isdigit() and tokens[i + 1:i + 2] and tokens[i + 1] in REDIRECT_OPERATORS:
             continue
         out.append(tok)
     return out
@@ -403,10 +408,10 @@ def gh_pr_targets(command: str) -> list[tuple[str, str | None]]:
     that is a number or a URL (a branch name says nothing about which). The word after an option
     may be its value (`--interval 20`, `-R owner/repo`): never the pull request."""
     found: list[tuple[str, str | None]] = []
+    if not GH_PR_TARGET_RE.search(command):  # most commands: not tokenized at all
+        return found
     for seg in segments(strip_heredocs(command)[0]):
-        # a redirect's file descriptor (the 2 of `2>&1`) is no argument
-        words = command_words([w for i, w in enumerate(seg)
-                               if not (w.isdigit() and seg[i + 1:i + 2] and seg[i + 1] in REDIRECT_OPERATORS)])
+        words = command_words(seg)
         if len(words) < 3 or words[0].rsplit("/", 1)[-1] != "gh" or words[1] != "pr" or words[2] not in GH_PR_TARGET_VERBS:
             continue
         target, after_option = None, False
