@@ -28,6 +28,9 @@ from worker.http.app import create_app
 from worker.service.store import Store
 
 pytestmark = pytest.mark.model
+# Playwright's assertions wait for the page, as a person's eyes would; a plain count does not.
+expect = pytest.importorskip("playwright.sync_api", reason="Playwright for Python is not installed "
+                             "(pip install 'compactd[dev]')").expect
 
 SID, ZH_SID = "swe-page", "zh-page"
 CONTEXT_LIMIT = 6000  # usable 4,500: the ~8.9k-token transcript overflows it
@@ -94,6 +97,13 @@ def served(llama_backend):
                "versions": (first.json()["checkpoint_version"], second.json()["checkpoint_version"])}
 
 
+def follow(page, target) -> None:
+    """Click a link or submit button and wait for the page it loads: Playwright's click returns
+    once the navigation commits, before the new document is parsed (a count read then finds 0)."""
+    (page.locator(target) if isinstance(target, str) else target).click()
+    page.wait_for_load_state("load")
+
+
 @pytest.fixture
 def page(browser, tmp_path):
     p = browser.new_page(viewport=VIEWPORT)
@@ -105,11 +115,11 @@ def page(browser, tmp_path):
 def test_a_posted_session_appears_on_the_sessions_page(served, page):
     page.goto(served["url"] + "/")
     row = page.locator(f'tr.session[data-id="{SID}"]')
-    assert row.count() == 1
+    expect(row).to_have_count(1)
     exact = served["client"].get(f"/v1/sessions/{SID}/tokens").json()["tokens"]
     assert row.locator("b.exact").inner_text() == f"{exact:,}"
     assert "swe_agent" in row.inner_text()
-    page.locator(f'tr.session[data-id="{SID}"] a').first.click()
+    follow(page, page.locator(f'tr.session[data-id="{SID}"] a').first)
     assert page.url.endswith(f"/sessions/{SID}")
 
 
@@ -140,17 +150,18 @@ def test_the_session_page_shows_count_kept_left_out_and_the_error_line(served, p
     assert dropped and f"{len(dropped)} message(s), {sum(d['tokens'] for d in dropped):,} tokens" in left_out
     # A cited message id links to that message in the history.
     link = page.locator(f"details#v{v2} .facts.kept a.cite").first
-    assert link.count() == 1
-    link.click()
-    assert "/around?message_id=" in page.url and page.locator(".msg.target").count() == 1
+    expect(link).to_have_count(1)
+    follow(page, link)
+    assert "/around?message_id=" in page.url
+    expect(page.locator(".msg.target")).to_have_count(1)
 
 
 def test_the_history_search_finds_a_chinese_phrase(served, page):
     page.goto(f"{served['url']}/sessions/{ZH_SID}")
     page.fill("input[name=q]", ZH_PHRASE)
-    page.click("form.inline button[type=submit]")
+    follow(page, "form.inline button[type=submit]")
     results = page.locator("#search-results")
-    assert results.count() == 1
+    expect(results).to_have_count(1)
     assert results.locator("mark").first.inner_text() == ZH_PHRASE
     assert "耗尽" in results.inner_text()
     # chars/4 undercounts Chinese: the gauge shows it beside the exact count.
@@ -164,9 +175,10 @@ def test_the_diff_shows_a_changed_section(served, page):
     page.goto(f"{served['url']}/sessions/{SID}")
     page.select_option("select[name=a]", str(a))
     page.select_option("select[name=b]", str(b))
-    page.click("text=Diff")
+    follow(page, page.get_by_role("button", name="Diff", exact=True))
     diff = page.locator("#diff")
     changed = diff.locator("h3.changed")
+    expect(changed.first).to_be_visible()
     assert changed.count() >= 1
     assert diff.locator(".add").count() >= 1
     assert "assert 344 == 345" in diff.inner_text()
