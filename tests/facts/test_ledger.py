@@ -224,6 +224,11 @@ def test_setup_runs_by_each_tools_cli(command, setup):
     # git's own options before the subcommand (git(1): `-C <path>`, `-c <name>=<value>`); cc-chkit's push
     ("git -C /Users/marc/Workspace/chx push", True), ("git -c core.hooksPath=/dev/null push origin main", True),
     ("git -C /Users/marc/Workspace/chx log --oneline -5", False),
+    # GitButler's `but` (crates/but/src/args/mod.rs): `push`, and `pr`/`review` that push and open one;
+    # its own `-C <path>` before the subcommand (cc-linkblog, tune half, for the first)
+    ('but pr new update-feed-docs -m "Update postman tests"', True), ("but push update-feed-docs", True),
+    ("but -C /repo push", True), ("but commit update-feed-docs -m 'docs: x' -p upw,yu", False),
+    ("but status --json -f", False),
 ])
 def test_published_runs_by_each_tools_cli(command, published):
     assert publishes(command) is published
@@ -234,6 +239,9 @@ def test_process_listings_and_waits_only_look():
     assert only_looks("sleep 5 && tail -20 /private/tmp/claude-501/tasks/b3d53de.output")
     assert not only_looks("kill 33189") and not only_looks("sleep 1; rm -rf dist")
     assert only_looks("git -C /Users/marc/Workspace/chx status") and not only_looks("git -C /repo push")
+    # GitButler's `but status`/`diff`/`show` read; `but` alone runs `status`; its writes do not only look.
+    assert only_looks("but status --json -f") and only_looks("but") and only_looks("but -C /repo diff")
+    assert not only_looks("but commit update-feed-docs -m 'x'") and not only_looks("but branch new x")
     assert shell_file_actions("git -C /repo add src/a.py", ["/repo"]) == [("src/a.py", "staged")]
 
 
@@ -429,6 +437,33 @@ def test_pull_requests_the_session_closed_or_worked_on():
     for n in range(100, 100 + ledger_module.MAX_PULL_REQUESTS):  # many looked at: the one opened stays
         b.bash(f"gh pr checks {n}", "")
     assert 9 in [p.number for p in extract_ledger(b.messages).pull_requests]
+
+
+def test_commits_and_pull_requests_through_gitbutler():
+    """GitButler's `but` (cc-linkblog, tune half: its agent skill has the session commit and open the
+    PR with `but`, never git): `✓ Created commit ae90dc5 on branch update-feed-docs` is a commit, `✓
+    Created PR #19` with its `URL:` line an opened pull request (gitbutlerapp/gitbutler crates/but/src/
+    command/legacy/commit.rs, command/legacy/forge/review.rs). From 0.22 the id may be a change id
+    (`Created commit tpm on branch 'A'`), which names no git commit; a refused commit and quoted text
+    make none."""
+    s = claude_code.load(FIXTURES / "cc-linkblog_541f3bdd-a886-4bd8-82eb-31db274f7451.jsonl")
+    ledger = extract_ledger(s.messages)
+    assert [(c.sha, c.text, c.branch) for c in ledger.commits] == [
+        ("ae90dc5", "docs: update postman tests and implementation plan for /feed endpoint (#9)", "update-feed-docs")]
+    assert [(p.number, p.state, p.title, p.url) for p in ledger.pull_requests] == [
+        (19, "opened", "Update postman tests and implementation plan for /feed endpoint (#9)",
+         "https://github.com/vidluther/linkblog/pull/19")]
+    b = Builder()
+    b.bash("but commit A -m 'feat: add x' --changes g0", "Created commit tpm on branch 'A'")
+    b.bash("but commit -m 'fix: y'", "Created commit 1a2b3c4")
+    b.bash("but commit B -m 'feat: z' -p up,yu", "Error: Invalid file ID(s): up", is_error=True)
+    b.bash('echo "but commit -m nothing"', "but commit -m nothing")
+    b.bash("but pr new A", "  ✓ Pushed to origin\n✓ Created review #7\n  Title: feat: add x\n  Branch: A\n"
+           "  URL: https://github.com/a/b/pull/7")
+    ledger = extract_ledger(b.messages)
+    assert [(c.sha, c.text, c.branch) for c in ledger.commits] == [(None, "feat: add x", "A"), ("1a2b3c4", "fix: y", None)]
+    assert [(p.number, p.state, p.title, p.url) for p in ledger.pull_requests] == [
+        (7, "opened", "feat: add x", "https://github.com/a/b/pull/7")]
 
 
 def test_pull_requests_through_github_tools():

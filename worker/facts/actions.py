@@ -27,6 +27,10 @@ from .output import (
     ABORTED_RE,
     AGENT_TOOL_ERROR_RE,
     BRANCH_OUTPUT_RE,
+    BUT_COMMIT_RE,
+    BUT_REVIEW_RE,
+    BUT_REVIEW_TITLE_RE,
+    BUT_SHA_RE,
     CANCELLED_CALL_RE,
     CELL_RUNNING_RE,
     CLAUDE_BACKGROUND_RE,
@@ -63,6 +67,8 @@ from .output import (
 )
 from .shell import (
     BRANCH_CMD_RE,
+    BUT_COMMIT_SUBCOMMANDS,
+    BUT_REVIEW_SUBCOMMANDS,
     COMMAND_MAX_CHARS,
     DQUOTE_ESCAPE_RE,
     GH_PR_CMD_RE,
@@ -73,6 +79,7 @@ from .shell import (
     GIT_PICK_CMD_RE,
     READ_COMMANDS,
     RELATIVE_REV_RE,
+    but_runs,
     clean_tool_path,
     commit_subject,
     gh_pr_targets,
@@ -297,7 +304,8 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
     # git prints `[branch sha] subject` once the commit exists (git-commit(1)); a pre-commit hook
     # that fails stops it before. What such a hook printed on the way (a test suite's logged
     # `error: …` lines under `1274 pass`) did not fail the run.
-    is_commit = bool(action.script and GIT_COMMIT_CMD_RE.search(action.script))
+    by_but = bool(action.script and but_runs(action.script, BUT_COMMIT_SUBCOMMANDS))  # GitButler's `but commit`
+    is_commit = by_but or bool(action.script and GIT_COMMIT_CMD_RE.search(action.script))
     picks = bool(action.script and GIT_PICK_CMD_RE.search(action.script))
     created = list(COMMIT_OUTPUT_RE.finditer(output)) if is_commit or picks else []
     if created and action.exit_code in (None, 0) and not is_error:
@@ -352,6 +360,10 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
             action.files = [(normalize_path(m.group(1), cwds), "read" if lname in READ_TOOLS else "modified")]
     # A commit git made is a fact even where a later link of the command failed (`&& git push`).
     action.commits += [(m.group(2), m.group(3).strip(), None if m.group(1) == DETACHED_HEAD else m.group(1)) for m in created]
+    if by_but and not failed:  # its id is a sha only where the commit has no change id (BUT_COMMIT_RE)
+        subject = commit_subject(action.script or "")
+        action.commits += [(m.group(1) if BUT_SHA_RE.fullmatch(m.group(1)) else None, subject, m.group(2))
+                           for m in BUT_COMMIT_RE.finditer(output) if subject or BUT_SHA_RE.fullmatch(m.group(1))]
     if is_commit and not failed and not action.commits:
         subject = commit_subject(action.script or "")
         if subject:
@@ -372,13 +384,16 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
 
 
 def _pull_requests(command: str, output: str) -> list[tuple[int, str, str | None, str | None]]:
-    """The pull requests a `gh pr create` opened (its URL), a `gh pr merge` merged or a `gh pr close`
-    closed (its line), and those another `gh pr` subcommand acted on (PR_SEEN): the number or URL it
-    named, else the one its output shows."""
+    """The pull requests a `gh pr create` or `but pr new` opened (its URL, its summary), a `gh pr merge`
+    merged or a `gh pr close` closed (its line), and those another `gh pr` subcommand acted on
+    (PR_SEEN): the number or URL it named, else the one its output shows."""
     verbs = set(GH_PR_CMD_RE.findall(command))
     m = GH_PR_TITLE_RE.search(command) if "create" in verbs else None
     title = m and (DQUOTE_ESCAPE_RE.sub(r"\1", m.group(1)) if m.group(1) is not None else m.group(2))
     opened = [(int(u.group(1)), "opened", title, u.group(0)) for u in PR_URL_RE.finditer(output)] if "create" in verbs else []
+    if but_runs(command, BUT_REVIEW_SUBCOMMANDS):  # GitButler's `but pr new`: its summary block
+        opened += [(int(m.group(1)), "opened", t.group(1).strip() if (t := BUT_REVIEW_TITLE_RE.search(m.group(2))) else None,
+                    u.group(0) if (u := PR_URL_RE.search(m.group(2))) else None) for m in BUT_REVIEW_RE.finditer(output)]
     merged = [(int(n), "merged", t, None) for n, t in PR_MERGED_RE.findall(output)] if "merge" in verbs else []
     targets = gh_pr_targets(command)
     closed = ([(int(n), "closed" if verb == "Closed" else "opened", t, None) for verb, n, t in PR_CLOSED_RE.findall(output)]

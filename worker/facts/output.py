@@ -352,6 +352,17 @@ PR_CLOSED_RE = re.compile(r"^\W*(Closed|Reopened) pull request (?:[\w.-]+/[\w.-]
 # comment's `url` goes on to `#issuecomment-…`).
 PR_SHOWN_URL_RE = re.compile(r"^(?:View this pull request on GitHub: |url:\t)(" + PR_URL_RE.pattern + r")$"
                              r'|"url":\s*"(' + PR_URL_RE.pattern + r')"', re.MULTILINE)
+# GitButler's `but commit`: `✓ Created commit ae90dc5 on branch update-feed-docs` (0.18.8-0.21), and
+# from 0.22 `Created commit tpm on branch 'A'` / `… on new branch 'A'` / `Created commit tpm`
+# (gitbutlerapp/gitbutler crates/but/src/command/legacy/commit.rs, command/commit2). The id is the
+# 7-hex sha (`to_hex_with_len(7)`), or from 0.21.1 the change id where the commit has one, a prefix
+# of 3 or more letters (MIN_DISPLAYED_CHANGE_ID_CHARS): only the sha names the git commit.
+BUT_SHA_RE = re.compile(r"[0-9a-f]{7}")
+BUT_COMMIT_RE = re.compile(r"^\W*Created commit ([0-9a-z]+)(?: on (?:new )?branch '?([\w./+-]+?)'?)?$", re.MULTILINE)
+# `but pr new` once the forge made the review: `✓ Created PR #19` (to 0.19.2), `✓ Created review #19`
+# (0.19.3 on; `!19` on GitLab), then `  Title: …`, `  Branch: …`, `  URL: <url>` (command/legacy/forge/review.rs).
+BUT_REVIEW_RE = re.compile(r"^\W*Created (?:PR|review) #(\d+)$((?:\n[ \t]+\S.*)*)", re.MULTILINE)
+BUT_REVIEW_TITLE_RE = re.compile(r"^[ \t]+Title: (.+)$", re.MULTILINE)
 
 
 # ---------------------------------------------------------------------------- error lines

@@ -71,6 +71,10 @@ LOOK_PROGRAMS = FILTER_PROGRAMS | READ_COMMANDS | {"ls", "pwd", "echo", "printf"
                                                    "ps", "pgrep", "lsof", "sleep"}
 LOOK_GIT_SUBCOMMANDS = {"status", "diff", "log", "show", "remote", "rev-parse", "ls-files", "blame", "describe",
                         "ls-remote", "shortlog", "grep", "rev-list", "cat-file", "show-ref", "merge-base"}
+# GitButler's CLI `but`, which its agent skill has a session use instead of git for every write
+# ("Replaces git - use 'but' instead of git commit, git status, git push…"): the subcommands that
+# only read (gitbutlerapp/gitbutler crates/but/src/args/mod.rs; `but` alone runs `status`).
+LOOK_BUT_SUBCOMMANDS = {"status", "diff", "show"}
 # Any program asked for its usage or version only prints it and exits (GNU Coding Standards 4.8,
 # `--help` and `--version`: "other options and arguments should be ignored once this is seen";
 # cobra's and clap's generated `help` subcommand does the same).
@@ -392,6 +396,11 @@ GIT_VALUE_OPTIONS = frozenset({"-C", "--git-dir", "--work-tree", "--namespace"})
 GIT_SETTING_OPTIONS = frozenset({"-c", "--config-env"})  # their value is `name=value` (command_words may have dropped it)
 
 
+# `but`'s own options before its subcommand that take a value (crates/but/src/args/mod.rs: `-C,
+# --current-dir <PATH>`, `--log-file <PATH>`; `--format <FORMAT>`, `-f` up to 0.19).
+BUT_VALUE_OPTIONS = frozenset({"-C", "--current-dir", "--log-file", "--format", "-f"})
+
+
 def git_arguments(args: list[str]) -> list[str]:
     """git's words from its subcommand on, past its own options and their values (GIT_VALUE_OPTIONS,
     GIT_SETTING_OPTIONS)."""
@@ -400,6 +409,26 @@ def git_arguments(args: list[str]) -> list[str]:
         value = args[i + 1] if i + 1 < len(args) else ""
         i += 2 if args[i] in GIT_VALUE_OPTIONS or (args[i] in GIT_SETTING_OPTIONS and "=" in value) else 1
     return args[i:]
+
+
+def but_arguments(args: list[str]) -> list[str]:
+    """`but`'s words from its subcommand on, past its own options and their values (BUT_VALUE_OPTIONS)."""
+    i = 0
+    while i < len(args) and args[i].startswith("-"):
+        i += 2 if args[i] in BUT_VALUE_OPTIONS else 1
+    return args[i:]
+
+
+# What GitButler's `but` writes, by its subcommand (crates/but/src/args/mod.rs): a commit (`commit`),
+# a pull request, which also pushes its branch (`pr`, `review`; `mr` from 0.21).
+BUT_COMMIT_SUBCOMMANDS = frozenset({"commit"})
+BUT_REVIEW_SUBCOMMANDS = frozenset({"pr", "review", "mr"})
+
+
+def but_runs(command: str, subcommands: frozenset[str]) -> bool:
+    """Does `command` run `but` with one of `subcommands`?"""
+    return "but" in command and any(program == "but" and args[:1] and args[0] in subcommands
+                                    for program, _, args in _runs(command))
 
 
 def gh_pr_targets(command: str) -> list[tuple[str, str | None]]:
@@ -445,6 +474,10 @@ def only_looks(command: str) -> bool:
             sub = next(iter(git_arguments(words[1:])), "")
             if sub not in LOOK_GIT_SUBCOMMANDS:
                 return False
+        elif program == "but":
+            sub = next(iter(but_arguments(words[1:])), "status")
+            if sub not in LOOK_BUT_SUBCOMMANDS:
+                return False
         elif program == "sed":
             if _sed_files(words[1:])[0]:
                 return False
@@ -475,7 +508,8 @@ def _runs(command: str) -> Iterator[tuple[str, list[str], list[str]]]:
         words = command_words(seg)
         if words:
             program = words[0].rsplit("/", 1)[-1]
-            rest = git_arguments(words[1:]) if program == "git" else words[1:]
+            rest = (git_arguments(words[1:]) if program == "git" else but_arguments(words[1:]) if program == "but"
+                    else words[1:])
             yield program, words, [w for w in rest if not w.startswith("-")]
 
 
@@ -494,11 +528,13 @@ def sets_up(command: str) -> bool:
 
 
 # Subcommands that change what others see, by each tool's documented CLI: the repository's history
-# or a remote (git push, tag, merge, rebase, revert, cherry-pick, reset), a pull request, release or
-# issue (gh), a package registry (npm/pnpm/yarn/cargo publish, docker push). The continuing agent
-# must know these happened and not run them again, whatever their age.
+# or a remote (git push, tag, merge, rebase, revert, cherry-pick, reset; GitButler's `but push`, its
+# `pr`/`review`/`mr` that push and open one, `land`), a pull request, release or issue (gh), a package
+# registry (npm/pnpm/yarn/cargo publish, docker push). The continuing agent must know these happened
+# and not run them again, whatever their age.
 PUBLISH_SUBCOMMANDS = {
     "git": {"push", "tag", "merge", "rebase", "revert", "cherry-pick", "reset"},
+    "but": {"push", "land", *BUT_REVIEW_SUBCOMMANDS},
     "npm": {"publish"}, "pnpm": {"publish"}, "yarn": {"publish"}, "cargo": {"publish"}, "docker": {"push"},
 }
 GH_PUBLISH = {"pr": {"create", "merge", "close", "ready", "review", "edit", "comment"},
