@@ -313,6 +313,28 @@ def test_a_request_to_push_is_done_only_once_something_was_pushed():
         assert bool(state_of(b.messages).done) is done, request
 
 
+def test_a_request_only_to_publish_is_done_by_the_run_that_published():
+    """cc-linkblog (tune half): "push it and create a PR" edits nothing; `but pr new` pushed and opened
+    #19, and that is its evidence, as a `git push` is for "push it". A request for a pull request
+    needs one opened: a push alone is not it."""
+    s = load(FIXTURES / "cc-linkblog_541f3bdd-a886-4bd8-82eb-31db274f7451.jsonl")
+    state = state_of(s.messages)
+    done = next(i for i in state.done if i.text == "push it and create a PR")
+    assert "but pr new update-feed-docs" in done.evidence[0]
+    assert state.in_progress == [] and state.uncommitted == []  # `but commit ae90dc5` took the docs edits
+    for request, runs, done in [
+            ("push it", [("git push origin main", "To github.com:a/b.git\n   1a2b3c4..5d6e7f8  main -> main")], True),
+            ("push it", [("git push origin main", "error: failed to push some refs\nExit code 1")], False),
+            ("can you open a pr for me?", [("git push -u origin x", "branch 'x' set up to track 'origin/x'.")], False),
+            ("can you open a pr for me?", [("git push -u origin x", ""),
+                                           ('gh pr create --title "x"', "https://github.com/a/b/pull/5")], True)]:
+        b = Builder()
+        b.user(request)
+        for command, output in runs:
+            b.bash(command, output, is_error="Exit code 1" in output)
+        assert bool(state_of(b.messages).done) is done, (request, runs)
+
+
 def test_a_pasted_document_request_is_named_by_its_title_and_instruction():
     """agent-stuff-ko: each pasted guide (ending in 수정해줘.) was committed; its Done item names
     the guide and the instruction, not the guide's opening <meta> block, and the guides' own

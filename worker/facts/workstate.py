@@ -51,14 +51,16 @@ TYPED_REQUEST_MAX_CHARS = 500
 # push,publishしてください"): a commit or a green run is not that. It is Done only once a run after its
 # last edit published (shell.publishes: `git push`, `gh pr create`, `npm publish`, …, or a pull request
 # a GitHub tool opened); else it stays In Progress (tune: cc-tij-ja's v0.4.6, committed, "not yet
-# pushed or published"). "Don't push" asks for nothing, and "push" asks only as a verb: before its
+# pushed or published"). Where its turn edits nothing ("push it and create a PR"), the run that
+# published is its evidence: there is nothing else for a test or a commit to show. "Don't push" asks for nothing, and "push" asks only as a verb: before its
 # object, a particle or the end ("push the changes", "push to the branch", "commit,push,publishして"),
 # not before a noun ("the push handler"); after a kana it is a word too (`コミットしてpushして`), so
 # the start is "no Latin letter before", not \b.
 PUBLISH_VERB = (r"(?<![A-Za-z])(?:push|publish)(?=\s*(?:$|[,.;:!?)]|[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af]|(?:it|them|this|that|to|up"
                 r"|origin|and|the|your|my|our|all|everything|again|now)\b))")
-PUBLISH_REQUEST_RE = re.compile(PUBLISH_VERB + r"|\b(?:open|create|make|raise|submit)\b\W+(?:\w+\W+){0,3}?"
-                                r"(?:PR|pull request)s?\b|プッシュ|推送|푸시|发布|發布", re.IGNORECASE)
+PR_REQUEST = r"\b(?:open|create|make|raise|submit)\b\W+(?:\w+\W+){0,3}?(?:PR|pull request)s?\b"
+PR_REQUEST_RE = re.compile(PR_REQUEST, re.IGNORECASE)
+PUBLISH_REQUEST_RE = re.compile(PUBLISH_VERB + "|" + PR_REQUEST + r"|プッシュ|推送|푸시|发布|發布", re.IGNORECASE)
 NO_PUBLISH_RE = re.compile(r"\b(?:don'?t|do not|never|without|no need to)\W+(?:\w+\W+){0,2}?(?:push|publish)\b"
                            r"|(?:push|publish|プッシュ)\s*[はを]?\s*(?:しない|せず|不要)"  # ja: pushしないで
                            r"|(?:不要|别|不用|先不|暂不)\s*(?:推送|发布|push|publish)"  # zh: 先不要推送
@@ -182,11 +184,19 @@ def _asks_to_publish(words: str) -> bool:
             and not NO_PUBLISH_RE.search(words))
 
 
+def _opened_pr(action: Action) -> bool:
+    return action.has_result and action.status != "failed" and any(
+        st in ("opened", "merged") for _, st, _, _ in action.pull_requests)
+
+
+def _published(action: Action) -> bool:
+    """A run that published: pushed, opened or merged a pull request, released."""
+    return _opened_pr(action) or (action.has_result and action.status != "failed"
+                                  and action.command is not None and publishes(action.command))
+
+
 def _published_after(actions: list[Action], pos: int) -> bool:
-    """A run after message `pos` that published: pushed, opened or merged a pull request, released."""
-    return any(a.pos > pos and a.has_result and a.status != "failed"
-               and ((a.command is not None and publishes(a.command)) or any(st in ("opened", "merged") for _, st, _, _ in a.pull_requests))
-               for a in actions)
+    return any(a.pos > pos and _published(a) for a in actions)
 
 
 def _in_repository(path: str) -> bool:
@@ -234,6 +244,9 @@ def derive_work_state(messages: list[Message], ledger: Ledger, *, cwd: str | Non
                 continue
         else:
             proof = next((a for a in turn if _is_evidence(a)), None)
+            if proof is None and _asks_to_publish(words):  # "push it", "open a PR": the push, the PR is the proof
+                shows = _opened_pr if PR_REQUEST_RE.search(words) else _published
+                proof = next((a for a in turn if shows(a)), None)
         is_last = k == len(requests) - 1
         if proof is not None:
             # A later failing run in the same turn outweighs an earlier green one (the last request's;
