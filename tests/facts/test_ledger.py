@@ -229,6 +229,9 @@ def test_setup_runs_by_each_tools_cli(command, setup):
     ('but pr new update-feed-docs -m "Update postman tests"', True), ("but push update-feed-docs", True),
     ("but -C /repo push", True), ("but commit update-feed-docs -m 'docs: x' -p upw,yu", False),
     ("but status --json -f", False),
+    # usage and rehearsals publish nothing (git-push(1) `-n, --dry-run`; `but push -d`), nor `but pr template`
+    ("but push --dry-run", False), ("git push -n origin main", False), ("but pr new --help", False),
+    ("but pr template", False), ("npm publish --dry-run", False),
 ])
 def test_published_runs_by_each_tools_cli(command, published):
     assert publishes(command) is published
@@ -444,8 +447,8 @@ def test_commits_and_pull_requests_through_gitbutler():
     PR with `but`, never git): `✓ Created commit ae90dc5 on branch update-feed-docs` is a commit, `✓
     Created PR #19` with its `URL:` line an opened pull request (gitbutlerapp/gitbutler crates/but/src/
     command/legacy/commit.rs, command/legacy/forge/review.rs). From 0.22 the id may be a change id
-    (`Created commit tpm on branch 'A'`), which names no git commit; a refused commit and quoted text
-    make none."""
+    (`Created commit tpm on branch 'A'`, from 0.21.1), which names no git commit; a refused commit and quoted text
+    make none. A commit stays made when a later link fails; each review of a stack is a pull request."""
     s = claude_code.load(FIXTURES / "cc-linkblog_541f3bdd-a886-4bd8-82eb-31db274f7451.jsonl")
     ledger = extract_ledger(s.messages)
     assert [(c.sha, c.text, c.branch) for c in ledger.commits] == [
@@ -460,10 +463,22 @@ def test_commits_and_pull_requests_through_gitbutler():
     b.bash('echo "but commit -m nothing"', "but commit -m nothing")
     b.bash("but pr new A", "  ✓ Pushed to origin\n✓ Created review #7\n  Title: feat: add x\n  Branch: A\n"
            "  URL: https://github.com/a/b/pull/7")
+    b.bash("but commit A -m 'feat: w' && but push A", "✓ Created commit 2b3c4d5 on branch A\nError: failed to push 1 of 1 "
+           "branch\nExit code 1", is_error=True)
+    b.bash("but commit A -m \"$(cat <<'EOF'\nfeat: from a heredoc\n\nbody\nEOF\n)\"", "Created commit kpz on branch 'A'")
+    b.bash("git commit -m 'git subject' && but commit B -m 'but subject'",
+           "[main 3c4d5e6] git subject\n 1 file changed\n✓ Created commit 4d5e6f7 on branch B")
+    b.bash("but commit C -m 'docs' && cat CHANGELOG.md", "✓ Created commit 5e6f7a8 on branch C\n## Created commit 9999999")
     ledger = extract_ledger(b.messages)
-    assert [(c.sha, c.text, c.branch) for c in ledger.commits] == [(None, "feat: add x", "A"), ("1a2b3c4", "fix: y", None)]
+    assert [(c.sha, c.text, c.branch) for c in ledger.commits] == [
+        (None, "feat: add x", "A"), ("1a2b3c4", "fix: y", None), ("2b3c4d5", "feat: w", "A"),
+        (None, "feat: from a heredoc", "A"), ("3c4d5e6", "git subject", "main"), ("4d5e6f7", "but subject", "B"),
+        ("5e6f7a8", "docs", "C")]
     assert [(p.number, p.state, p.title, p.url) for p in ledger.pull_requests] == [
         (7, "opened", "feat: add x", "https://github.com/a/b/pull/7")]
+    b.bash("but pr new B", "✓ Created review #8\n  Title: a\n  URL: https://github.com/a/b/pull/8\n"
+           "✓ Created review #9\n  Title: b\n  URL: https://github.com/a/b/pull/9")
+    assert [p.number for p in extract_ledger(b.messages).pull_requests] == [7, 8, 9]
 
 
 def test_pull_requests_through_github_tools():
@@ -1206,6 +1221,18 @@ def test_a_run_still_going_at_a_checkpoint_is_the_run_its_later_polls_continue()
     polls = [a for a in scan_actions(session.messages[started + 1 :], running=first.running_runs()) if a.polls == "39705"]
     assert polls and {a.command for a in polls} == {"go test -race ./..."}
     assert [a.exit_code for a in polls][-1] == 0
+
+
+def test_a_code_mode_script_that_prints_the_session_id_itself_is_polled_by_it():
+    """codex-desktop-hk (tune half): the scripts print the run's id themselves, `if(r.session_id)
+    text(`SESSION_ID=${r.session_id}`)`, not as the result object: a line of the field's name and value
+    is that id too, so the `write_stdin {session_id: 77100}` that shows the URL is `gh pr create`'s
+    poll, and #1067 was opened, not only looked at."""
+    session = load(FIXTURES / "codex-desktop-hk_019f5cfd-b70b-73a1-ad47-32159be95bba.jsonl")
+    polls = [a for a in scan_actions(session.messages) if a.polls == "77100"]
+    assert polls and polls[0].command.startswith("gh pr create --base main --head codex/structured-argv")
+    prs = {p.number: p.state for p in extract_ledger(session.messages).pull_requests}
+    assert prs == {1066: "opened", 1067: "opened"}
 
 
 def test_a_dense_summary_gives_the_users_messages_their_share_of_a_larger_window():

@@ -327,7 +327,9 @@ def test_a_request_only_to_publish_is_done_by_the_run_that_published():
             ("push it", [("git push origin main", "error: failed to push some refs\nExit code 1")], False),
             ("can you open a pr for me?", [("git push -u origin x", "branch 'x' set up to track 'origin/x'.")], False),
             ("can you open a pr for me?", [("git push -u origin x", ""),
-                                           ('gh pr create --title "x"', "https://github.com/a/b/pull/5")], True)]:
+                                           ('gh pr create --title "x"', "https://github.com/a/b/pull/5")], True),
+            ("push it", [("git push --dry-run origin main", "To github.com:a/b.git")], False),
+            ("run the tests and open a PR", [("pytest", "3 passed in 0.1s"), ("git push -u origin x", "")], False)]:
         b = Builder()
         b.user(request)
         for command, output in runs:

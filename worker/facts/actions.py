@@ -360,8 +360,8 @@ def _analyze_result(action: Action, output: str, is_error: bool, cwds: list[str]
             action.files = [(normalize_path(m.group(1), cwds), "read" if lname in READ_TOOLS else "modified")]
     # A commit git made is a fact even where a later link of the command failed (`&& git push`).
     action.commits += [(m.group(2), m.group(3).strip(), None if m.group(1) == DETACHED_HEAD else m.group(1)) for m in created]
-    if by_but and not failed:  # its id is a sha only where the commit has no change id (BUT_COMMIT_RE)
-        subject = commit_subject(action.script or "")
+    if by_but:  # printed once the commit exists; its id is a sha only where it has no change id (BUT_COMMIT_RE)
+        subject = commit_subject(action.script or "", "but")
         action.commits += [(m.group(1) if BUT_SHA_RE.fullmatch(m.group(1)) else None, subject, m.group(2))
                            for m in BUT_COMMIT_RE.finditer(output) if subject or BUT_SHA_RE.fullmatch(m.group(1))]
     if is_commit and not failed and not action.commits:
@@ -390,8 +390,8 @@ def _pull_requests(command: str, output: str) -> list[tuple[int, str, str | None
     verbs = set(GH_PR_CMD_RE.findall(command))
     m = GH_PR_TITLE_RE.search(command) if "create" in verbs else None
     title = m and (DQUOTE_ESCAPE_RE.sub(r"\1", m.group(1)) if m.group(1) is not None else m.group(2))
-    opened = [(int(u.group(1)), "opened", title, u.group(0)) for u in PR_URL_RE.finditer(output)] if "create" in verbs else []
-    if but_runs(command, BUT_REVIEW_SUBCOMMANDS):  # GitButler's `but pr new`: its summary block
+    opened = [(int(u.group(1)), "opened", title, u.group(0)) for u in PR_URL_RE.finditer(output)][-1:] if "create" in verbs else []
+    if but_runs(command, BUT_REVIEW_SUBCOMMANDS):  # GitButler's `but pr new`: a summary block per review
         opened += [(int(m.group(1)), "opened", t.group(1).strip() if (t := BUT_REVIEW_TITLE_RE.search(m.group(2))) else None,
                     u.group(0) if (u := PR_URL_RE.search(m.group(2))) else None) for m in BUT_REVIEW_RE.finditer(output)]
     merged = [(int(n), "merged", t, None) for n, t in PR_MERGED_RE.findall(output)] if "merge" in verbs else []
@@ -408,8 +408,8 @@ def _pull_requests(command: str, output: str) -> list[tuple[int, str, str | None
         page = PR_URL_RE.fullmatch(url) if url else None
         if page:
             seen.append((int(page.group(1)), PR_SEEN, None, url))
-    done = {n for n, *_ in opened[-1:] + merged + closed}
-    return opened[-1:] + merged + closed + [p for p in seen if p[0] not in done]
+    done = {n for n, *_ in opened + merged + closed}
+    return opened + merged + closed + [p for p in seen if p[0] not in done]
 
 
 def pr_tool_state(name: str) -> str | None:

@@ -132,7 +132,9 @@ SESSION_RUNNING_RE = re.compile("^" + SESSION_RUNNING, re.MULTILINE)
 # declared order, `session_id` in place of `exit_code` while the run goes on (codex-rs
 # core/src/tools/context.rs, ExecCommandToolOutput::code_mode_result: `{"chunk_id", "wall_time_seconds",
 # "exit_code"?, "session_id"?, "original_token_count"?, "output"}`).
-CODE_MODE_SESSION_RE = re.compile(r'"wall_time_seconds"\s*:\s*[\d.eE+-]+\s*,\s*"session_id"\s*:\s*"?(\d+)')
+# A script may print the field itself, a line of its name and value (`text(`SESSION_ID=${r.session_id}`)`).
+CODE_MODE_SESSION_RE = re.compile(r'"wall_time_seconds"\s*:\s*[\d.eE+-]+\s*,\s*"session_id"\s*:\s*"?(\d+)'
+                                  r"|^\W*session[_ ]?id\W{1,3}(\d+)\s*$", re.IGNORECASE | re.MULTILINE)
 # A code-mode `exec` cell still running when its yield ends: `wait {"cell_id": N}` polls it, and the
 # cell's header says how it ended, `Script completed` / `Script failed` / `Script terminated`
 # (codex-rs core/src/tools/code_mode, format_script_status).
@@ -355,13 +357,14 @@ PR_SHOWN_URL_RE = re.compile(r"^(?:View this pull request on GitHub: |url:\t)(" 
 # GitButler's `but commit`: `✓ Created commit ae90dc5 on branch update-feed-docs` (0.18.8-0.21), and
 # from 0.22 `Created commit tpm on branch 'A'` / `… on new branch 'A'` / `Created commit tpm`
 # (gitbutlerapp/gitbutler crates/but/src/command/legacy/commit.rs, command/commit2). The id is the
-# 7-hex sha (`to_hex_with_len(7)`), or from 0.21.1 the change id where the commit has one, a prefix
-# of 3 or more letters (MIN_DISPLAYED_CHANGE_ID_CHARS): only the sha names the git commit.
+# 7-hex sha (`to_hex_with_len(7)`), or from 0.21.1 the change id where the commit has one, its first
+# 3 characters (MIN_DISPLAYED_CHANGE_ID_CHARS): only the sha names the git commit.
 BUT_SHA_RE = re.compile(r"[0-9a-f]{7}")
-BUT_COMMIT_RE = re.compile(r"^\W*Created commit ([0-9a-z]+)(?: on (?:new )?branch '?([\w./+-]+?)'?)?$", re.MULTILINE)
+BUT_COMMIT_RE = re.compile(r"^(?:✓ )?Created commit ([0-9a-z]+)(?: on (?:new )?branch '?([\w./+-]+?)'?)?$", re.MULTILINE)
 # `but pr new` once the forge made the review: `✓ Created PR #19` (to 0.19.2), `✓ Created review #19`
-# (0.19.3 on; `!19` on GitLab), then `  Title: …`, `  Branch: …`, `  URL: <url>` (command/legacy/forge/review.rs).
-BUT_REVIEW_RE = re.compile(r"^\W*Created (?:PR|review) #(\d+)$((?:\n[ \t]+\S.*)*)", re.MULTILINE)
+# (0.19.3 on), then `  Title: …`, `  Branch: …`, `  URL: <url>`; one block per branch of a stack
+# (command/legacy/forge/review.rs). GitHub's only: GitLab's `!19` is no pull request PR_URL_RE reads.
+BUT_REVIEW_RE = re.compile(r"^(?:✓ )?Created (?:PR|review) #(\d+)$((?:\n[ \t]+\S.*)*)", re.MULTILINE)
 BUT_REVIEW_TITLE_RE = re.compile(r"^[ \t]+Title: (.+)$", re.MULTILINE)
 
 

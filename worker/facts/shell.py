@@ -26,6 +26,7 @@ VERIFY_COMMAND_RE = re.compile(
     r"|python3?(?: -m \w+| -\w)* \S+\.py|node \S+\.[cm]?[jt]s|tsx \S+\.[jt]s)\b")
 GIT_SUBCOMMAND = r"\bgit\b(?:\s+-\S+(?:\s+\S+)?)*\s+(?:{})\b"  # `git [-C dir] [-c k=v] <subcommand>`
 GIT_COMMIT_CMD_RE = re.compile(GIT_SUBCOMMAND.format("commit"))
+BUT_COMMIT_CMD_RE = re.compile(r"\bbut\b(?:\s+-\S+(?:\s+\S+)?)*\s+commit\b")  # GitButler's (BUT_COMMIT_SUBCOMMANDS)
 GIT_LOG_CMD_RE = re.compile(GIT_SUBCOMMAND.format("log"))
 # git commands that print a diffstat (output.DIFFSTAT_LINE_RE): with `--stat`, or after a merge.
 GIT_DIFFSTAT_CMD_RE = re.compile(GIT_SUBCOMMAND.format("diff|show|log|whatchanged|merge|pull|stash|apply"))
@@ -539,12 +540,21 @@ PUBLISH_SUBCOMMANDS = {
 }
 GH_PUBLISH = {"pr": {"create", "merge", "close", "ready", "review", "edit", "comment"},
               "release": {"create", "edit", "delete"}, "issue": {"create", "close", "edit", "comment"}}
+# `--dry-run` does everything but send (git-push(1) `-n, --dry-run`; but push `-d, --dry-run`; npm,
+# pnpm, yarn, cargo publish `--dry-run`).
+DRY_RUN_OPTIONS = {"git": {"--dry-run", "-n"}, "but": {"--dry-run", "-d"}, "npm": {"--dry-run"}, "pnpm": {"--dry-run"},
+                   "yarn": {"--dry-run"}, "cargo": {"--dry-run", "-n"}}
 GH_API_WRITE_RE = re.compile(r"(?:^|\s)(?:-X|--method)[= ]?(?:POST|PUT|PATCH|DELETE)\b")
 
 
 def publishes(command: str) -> bool:
-    """Does `command` change what others see (PUBLISH_SUBCOMMANDS, GH_PUBLISH, `gh api -X PUT`)?"""
+    """Does `command` change what others see (PUBLISH_SUBCOMMANDS, GH_PUBLISH, `gh api -X PUT`)? Not when
+    it only prints its usage (LOOK_OPTIONS) or rehearses (DRY_RUN_OPTIONS), nor `but pr template`."""
     for program, words, args in _runs(command):
+        if LOOK_OPTIONS.intersection(words) or args[:1] == [HELP_SUBCOMMAND] or DRY_RUN_OPTIONS.get(program, set()) & set(words):
+            continue
+        if program == "but" and args[1:2] == ["template"]:
+            continue  # `but pr template` sets which template a review uses: local config
         if program == "git" and args[:1] == ["tag"] and (len(args) < 2 or {"-l", "--list"} & set(words)):
             continue  # `git tag` alone, or with `-l <pattern>`, lists the tags
         if args and args[0] in PUBLISH_SUBCOMMANDS.get(program, ()):
@@ -565,14 +575,19 @@ COMMIT_HEREDOC_RE = re.compile(r"""(?:-m|--message)[= ]?"\$\(cat\s*""" + HEREDOC
 COMMIT_STDIN_RE = re.compile(r"(?:-\w*F\s*|--file[= ])-(?=\s)[^\n]*?" + HEREDOC_RE.pattern + r"[^\n]*\n")
 
 
-def commit_subject(command: str) -> str | None:
+def commit_subject(command: str, program: str | None = None) -> str | None:
+    """The subject of the commit `command` makes: its `-m` value or heredoc's first line; `program`
+    (`but`): only its own commit's."""
     for tokens in segments(strip_heredocs(command)[0]):
+        if program is not None and (words := command_words(tokens)) and words[0].rsplit("/", 1)[-1] != program:
+            continue
         for i, tok in enumerate(tokens[:-1]):
             if tok in ("-m", "--message") and "commit" in tokens and "$(" not in tokens[i + 1]:
                 return tokens[i + 1].strip().split("\n")[0] or None
+    commit_line = BUT_COMMIT_CMD_RE if program == "but" else GIT_COMMIT_CMD_RE
     for m in [*COMMIT_HEREDOC_RE.finditer(command), *COMMIT_STDIN_RE.finditer(command)]:
         line_start = command.rfind("\n", 0, m.start()) + 1
-        if GIT_COMMIT_CMD_RE.search(command[line_start:m.start()]):
+        if commit_line.search(command[line_start:m.start()]):
             bodies = strip_heredocs(command[line_start:])[1]  # the commit line's heredoc comes first
             return next((line.strip() for line in bodies[0].split("\n") if line.strip()), None) if bodies else None
     return None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -190,13 +191,14 @@ def _opened_pr(action: Action) -> bool:
 
 
 def _published(action: Action) -> bool:
-    """A run that published: pushed, opened or merged a pull request, released."""
-    return _opened_pr(action) or (action.has_result and action.status != "failed"
+    """A run that published: pushed, opened or merged a pull request, released (one still running has not)."""
+    return _opened_pr(action) or (action.has_result and action.status == "ok"
                                   and action.command is not None and publishes(action.command))
 
 
-def _published_after(actions: list[Action], pos: int) -> bool:
-    return any(a.pos > pos and _published(a) for a in actions)
+def _publishing_proof(words: str) -> Callable[[Action], bool]:
+    """What shows a publish request done: a pull request opened where it asks for one, else any publish."""
+    return _opened_pr if PR_REQUEST_RE.search(words) else _published
 
 
 def _in_repository(path: str) -> bool:
@@ -245,8 +247,7 @@ def derive_work_state(messages: list[Message], ledger: Ledger, *, cwd: str | Non
         else:
             proof = next((a for a in turn if _is_evidence(a)), None)
             if proof is None and _asks_to_publish(words):  # "push it", "open a PR": the push, the PR is the proof
-                shows = _opened_pr if PR_REQUEST_RE.search(words) else _published
-                proof = next((a for a in turn if shows(a)), None)
+                proof = next((a for a in turn if _publishing_proof(words)(a)), None)
         is_last = k == len(requests) - 1
         if proof is not None:
             # A later failing run in the same turn outweighs an earlier green one (the last request's;
@@ -260,9 +261,11 @@ def derive_work_state(messages: list[Message], ledger: Ledger, *, cwd: str | Non
                 item.evidence.append(f"green {_evidence_line(proof, cite)}, then failed {_evidence_line(failed, cite)}")
                 state.in_progress.append(item)
                 continue
-        if proof is not None and _asks_to_publish(words) and not _published_after(
-                actions, edits[-1].pos if edits else pos):
-            item.evidence.append(f"{_evidence_line(proof, cite)}; nothing pushed or published after it")
+        after = edits[-1].pos if edits else pos
+        if proof is not None and _asks_to_publish(words) and not any(
+                a.pos > after and _publishing_proof(words)(a) for a in actions):
+            missing = "no pull request opened" if PR_REQUEST_RE.search(words) else "nothing pushed or published"
+            item.evidence.append(f"{_evidence_line(proof, cite)}; {missing} after it")
             state.in_progress.append(item)
             continue
         if proof is not None:
