@@ -1227,12 +1227,18 @@ def test_a_code_mode_script_that_prints_the_session_id_itself_is_polled_by_it():
     """codex-desktop-hk (tune half): the scripts print the run's id themselves, `if(r.session_id)
     text(`SESSION_ID=${r.session_id}`)`, not as the result object: a line of the field's name and value
     is that id too, so the `write_stdin {session_id: 77100}` that shows the URL is `gh pr create`'s
-    poll, and #1067 was opened, not only looked at."""
+    poll, and #1067 was opened, not only looked at. Every one of its 207 polls is a command's run."""
     session = load(FIXTURES / "codex-desktop-hk_019f5cfd-b70b-73a1-ad47-32159be95bba.jsonl")
     polls = [a for a in scan_actions(session.messages) if a.polls == "77100"]
     assert polls and polls[0].command.startswith("gh pr create --base main --head codex/structured-argv")
     prs = {p.number: p.state for p in extract_ledger(session.messages).pull_requests}
     assert prs == {1066: "opened", 1067: "opened"}
+    # A poll that prints only the run's output says nothing of how the run stands: the next poll of the
+    # same id (54 of them for one `gh run watch`) is still that run, not a tool with no command.
+    actions = scan_actions(session.messages)
+    watch = [a for a in actions if a.polls == "39017"]
+    assert len(watch) == 54 and {a.command for a in watch} == {"gh run watch 29283822474 --exit-status --interval 10"}
+    assert all(a.command for a in actions if a.polls is not None)
 
 
 def test_a_dense_summary_gives_the_users_messages_their_share_of_a_larger_window():

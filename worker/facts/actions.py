@@ -520,7 +520,9 @@ def scan_actions(messages: list[Message], cwd: str | None = None,
     cwds = [cwd] if cwd else []
     pending: dict[str, Action] = {}
     running = dict(running or {})  # run id -> the run that started it
-    ended: dict[str, Action] = {}  # Claude Code background runs its notices said ended (_notified_ends)
+    # Claude Code background runs its notices said ended (_notified_ends), and code-mode runs whose poll
+    # said nothing of how they stand: a later poll or Read of the id is still that run.
+    ended: dict[str, Action] = {}
     actions: list[Action] = []
     user_shell: Action | None = None  # a `!cmd` whose output comes in a later message
     for pos, msg in enumerate(messages):
@@ -537,7 +539,7 @@ def scan_actions(messages: list[Message], cwd: str | None = None,
             inner = nested.get(part.id) if isinstance(nested, dict) else None
             calls = [(str(c.get("name") or ""), c.get("arguments")) for c in inner if isinstance(c, dict)] if inner else []
             in_cell = inner is not None
-            made = ([_call_action(name, args if isinstance(args, dict) else {}, pos, msg.id, cwds, running, in_cell)
+            made = ([_call_action(name, args if isinstance(args, dict) else {}, pos, msg.id, cwds, running, in_cell, ended)
                      for name, args in calls]
                     or [_call_action(part.name, part.argument_dict(), pos, msg.id, cwds, running, in_cell, ended)])
             # A script's tools share its one result: the last one it ran takes it (its outcome
@@ -569,6 +571,10 @@ def scan_actions(messages: list[Message], cwd: str | None = None,
             elif task and task[1] == TASK_KILLED:
                 action.status = "unknown"
             track_run(running, action)
+            if action.in_cell and action.polls and not action.run_id and action.exit_code is None and action.script:
+                # A script that prints only the poll's output (`text(r.output)`) says neither that the run
+                # goes on nor how it ended: a later poll of the same id is still that run.
+                ended[action.polls] = action
     actions.sort(key=lambda a: a.pos)  # stable: calls without results keep their place
     return actions
 
