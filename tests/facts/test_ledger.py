@@ -231,7 +231,7 @@ def test_setup_runs_by_each_tools_cli(command, setup):
     ("but status --json -f", False),
     # usage and rehearsals publish nothing (git-push(1) `-n, --dry-run`; `but push -d`), nor `but pr template`
     ("but push --dry-run", False), ("git push -n origin main", False), ("but pr new --help", False),
-    ("but pr template", False), ("npm publish --dry-run", False),
+    ("but pr template", False), ("npm publish --dry-run", False), ("git revert -n b6443c1", True),
 ])
 def test_published_runs_by_each_tools_cli(command, published):
     assert publishes(command) is published

@@ -540,18 +540,19 @@ PUBLISH_SUBCOMMANDS = {
 }
 GH_PUBLISH = {"pr": {"create", "merge", "close", "ready", "review", "edit", "comment"},
               "release": {"create", "edit", "delete"}, "issue": {"create", "close", "edit", "comment"}}
-# `--dry-run` does everything but send (git-push(1) `-n, --dry-run`; but push `-d, --dry-run`; npm,
-# pnpm, yarn, cargo publish `--dry-run`).
-DRY_RUN_OPTIONS = {"git": {"--dry-run", "-n"}, "but": {"--dry-run", "-d"}, "npm": {"--dry-run"}, "pnpm": {"--dry-run"},
-                   "yarn": {"--dry-run"}, "cargo": {"--dry-run", "-n"}}
+# `--dry-run` does everything but send (git-push(1) `-n, --dry-run`; but push `-d, --dry-run`; npm, pnpm,
+# yarn, cargo publish `--dry-run`). The short forms are push's own: `git revert -n` is `--no-commit`.
+DRY_RUN = "--dry-run"
+DRY_RUN_SHORT = {("git", "push"): "-n", ("but", "push"): "-d"}
 GH_API_WRITE_RE = re.compile(r"(?:^|\s)(?:-X|--method)[= ]?(?:POST|PUT|PATCH|DELETE)\b")
 
 
 def publishes(command: str) -> bool:
     """Does `command` change what others see (PUBLISH_SUBCOMMANDS, GH_PUBLISH, `gh api -X PUT`)? Not when
-    it only prints its usage (LOOK_OPTIONS) or rehearses (DRY_RUN_OPTIONS), nor `but pr template`."""
+    it only prints its usage (LOOK_OPTIONS) or rehearses (DRY_RUN), nor `but pr template`."""
     for program, words, args in _runs(command):
-        if LOOK_OPTIONS.intersection(words) or args[:1] == [HELP_SUBCOMMAND] or DRY_RUN_OPTIONS.get(program, set()) & set(words):
+        if (LOOK_OPTIONS.intersection(words) or args[:1] == [HELP_SUBCOMMAND] or DRY_RUN in words
+                or DRY_RUN_SHORT.get((program, args[0] if args else "")) in words):
             continue
         if program == "but" and args[1:2] == ["template"]:
             continue  # `but pr template` sets which template a review uses: local config

@@ -52,11 +52,12 @@ TYPED_REQUEST_MAX_CHARS = 500
 # push,publishしてください"): a commit or a green run is not that. It is Done only once a run after its
 # last edit published (shell.publishes: `git push`, `gh pr create`, `npm publish`, …, or a pull request
 # a GitHub tool opened); else it stays In Progress (tune: cc-tij-ja's v0.4.6, committed, "not yet
-# pushed or published"). Where its turn edits nothing ("push it and create a PR"), the run that
-# published is its evidence: there is nothing else for a test or a commit to show. "Don't push" asks for nothing, and "push" asks only as a verb: before its
-# object, a particle or the end ("push the changes", "push to the branch", "commit,push,publishして"),
-# not before a noun ("the push handler"); after a kana it is a word too (`コミットしてpushして`), so
-# the start is "no Latin letter before", not \b.
+# pushed or published"). A request for a pull request needs one opened: a push is not it. Where its
+# turn edits nothing ("push it and create a PR"), the run that published is its evidence: there is
+# nothing else for a test or a commit to show. "Don't push" asks for nothing, and "push" asks only as
+# a verb: before its object, a particle or the end ("push the changes", "push to the branch",
+# "commit,push,publishして"), not before a noun ("the push handler"); after a kana it is a word too
+# (`コミットしてpushして`), so the start is "no Latin letter before", not \b.
 PUBLISH_VERB = (r"(?<![A-Za-z])(?:push|publish)(?=\s*(?:$|[,.;:!?)]|[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af]|(?:it|them|this|that|to|up"
                 r"|origin|and|the|your|my|our|all|everything|again|now)\b))")
 PR_REQUEST = r"\b(?:open|create|make|raise|submit)\b\W+(?:\w+\W+){0,3}?(?:PR|pull request)s?\b"
