@@ -24,9 +24,10 @@ VERIFY_COMMAND_RE = re.compile(
     r"|(?:npm|pnpm|yarn|bun) (?:test|build|run [\w:-]*(?:test|check|build|lint|tsc|type)[\w:-]*)|npx (?:tsc|jest|vitest|mocha)|node --test"
     r"|deno test|bun test|make|ctest|gradle|mvn|rspec|phpunit|dotnet (?:test|build)"
     r"|python3?(?: -m \w+| -\w)* \S+\.py|node \S+\.[cm]?[jt]s|tsx \S+\.[jt]s)\b")
-GIT_SUBCOMMAND = r"\bgit\b(?:\s+-\S+(?:\s+\S+)?)*\s+(?:{})\b"  # `git [-C dir] [-c k=v] <subcommand>`
+SUBCOMMAND = r"\b{}\b(?:\s+-\S+(?:\s+\S+)?)*\s+(?:{})\b"  # `git [-C dir] [-c k=v] <subcommand>`
+GIT_SUBCOMMAND = SUBCOMMAND.format("git", "{}")
 GIT_COMMIT_CMD_RE = re.compile(GIT_SUBCOMMAND.format("commit"))
-BUT_COMMIT_CMD_RE = re.compile(r"\bbut\b(?:\s+-\S+(?:\s+\S+)?)*\s+commit\b")  # GitButler's (BUT_COMMIT_SUBCOMMANDS)
+BUT_COMMIT_CMD_RE = re.compile(SUBCOMMAND.format("but", "commit"))  # GitButler's (BUT_COMMIT_SUBCOMMANDS)
 GIT_LOG_CMD_RE = re.compile(GIT_SUBCOMMAND.format("log"))
 # git commands that print a diffstat (output.DIFFSTAT_LINE_RE): with `--stat`, or after a merge.
 GIT_DIFFSTAT_CMD_RE = re.compile(GIT_SUBCOMMAND.format("diff|show|log|whatchanged|merge|pull|stash|apply"))
@@ -317,8 +318,7 @@ def shell_file_actions(command: str, cwds: list[str]) -> list[tuple[str, str]]:
         if not words:
             continue
         prog, args = words[0].rsplit("/", 1)[-1], words[1:]
-        if prog == "git":
-            args = git_arguments(args)
+        args = subcommand_words(prog, args)
         if prog in READ_COMMANDS and not has_heredoc:
             skip_next = False
             for a in args:
@@ -400,23 +400,19 @@ GIT_SETTING_OPTIONS = frozenset({"-c", "--config-env"})  # their value is `name=
 # `but`'s own options before its subcommand that take a value (crates/but/src/args/mod.rs: `-C,
 # --current-dir <PATH>`, `--log-file <PATH>`; `--format <FORMAT>`, `-f` up to 0.19).
 BUT_VALUE_OPTIONS = frozenset({"-C", "--current-dir", "--log-file", "--format", "-f"})
+OWN_VALUE_OPTIONS = {"git": GIT_VALUE_OPTIONS, "but": BUT_VALUE_OPTIONS}
 
 
-def git_arguments(args: list[str]) -> list[str]:
-    """git's words from its subcommand on, past its own options and their values (GIT_VALUE_OPTIONS,
-    GIT_SETTING_OPTIONS)."""
+def subcommand_words(program: str, args: list[str]) -> list[str]:
+    """`program`'s words from its subcommand on, past its own options and their values
+    (OWN_VALUE_OPTIONS; git's GIT_SETTING_OPTIONS); a program with none of its own: `args`."""
+    values = OWN_VALUE_OPTIONS.get(program)
+    if values is None:
+        return args
     i = 0
     while i < len(args) and args[i].startswith("-"):
         value = args[i + 1] if i + 1 < len(args) else ""
-        i += 2 if args[i] in GIT_VALUE_OPTIONS or (args[i] in GIT_SETTING_OPTIONS and "=" in value) else 1
-    return args[i:]
-
-
-def but_arguments(args: list[str]) -> list[str]:
-    """`but`'s words from its subcommand on, past its own options and their values (BUT_VALUE_OPTIONS)."""
-    i = 0
-    while i < len(args) and args[i].startswith("-"):
-        i += 2 if args[i] in BUT_VALUE_OPTIONS else 1
+        i += 2 if args[i] in values or (program == "git" and args[i] in GIT_SETTING_OPTIONS and "=" in value) else 1
     return args[i:]
 
 
@@ -426,10 +422,13 @@ BUT_COMMIT_SUBCOMMANDS = frozenset({"commit"})
 BUT_REVIEW_SUBCOMMANDS = frozenset({"pr", "review", "mr"})
 
 
+BUT_WORD_RE = re.compile(r"\bbut\b")
+
+
 def but_runs(command: str, subcommands: frozenset[str]) -> bool:
-    """Does `command` run `but` with one of `subcommands`?"""
-    return "but" in command and any(program == "but" and args[:1] and args[0] in subcommands
-                                    for program, _, args in _runs(command))
+    """Does `command` run `but` with one of `subcommands`? (Most commands: not tokenized at all.)"""
+    return bool(BUT_WORD_RE.search(command)) and any(program == "but" and args[:1] and args[0] in subcommands
+                                                      for program, _, args in _runs(command))
 
 
 def gh_pr_targets(command: str) -> list[tuple[str, str | None]]:
@@ -472,11 +471,11 @@ def only_looks(command: str) -> bool:
         if LOOK_OPTIONS.intersection(words[1:]) or words[1:2] == [HELP_SUBCOMMAND]:
             continue
         if program == "git":
-            sub = next(iter(git_arguments(words[1:])), "")
+            sub = next(iter(subcommand_words(program, words[1:])), "")
             if sub not in LOOK_GIT_SUBCOMMANDS:
                 return False
         elif program == "but":
-            sub = next(iter(but_arguments(words[1:])), "status")
+            sub = next(iter(subcommand_words(program, words[1:])), "status")
             if sub not in LOOK_BUT_SUBCOMMANDS:
                 return False
         elif program == "sed":
@@ -509,9 +508,7 @@ def _runs(command: str) -> Iterator[tuple[str, list[str], list[str]]]:
         words = command_words(seg)
         if words:
             program = words[0].rsplit("/", 1)[-1]
-            rest = (git_arguments(words[1:]) if program == "git" else but_arguments(words[1:]) if program == "but"
-                    else words[1:])
-            yield program, words, [w for w in rest if not w.startswith("-")]
+            yield program, words, [w for w in subcommand_words(program, words[1:]) if not w.startswith("-")]
 
 
 def sets_up(command: str) -> bool:

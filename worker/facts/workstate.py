@@ -234,6 +234,7 @@ def derive_work_state(messages: list[Message], ledger: Ledger, *, cwd: str | Non
         if not edits and answered_question(messages, pos):
             continue  # a question the assistant answered: not work in progress
         words = cut_paste(msg.user_text.strip())  # a pasted document is named by its title and instruction
+        proves_publish = _publishing_proof(words) if _asks_to_publish(words) else None
         item = WorkItem(text=request_text(words), message_id=msg.id)
         if edits:
             files = {p for a in edits for p, _ in a.changes}
@@ -247,8 +248,8 @@ def derive_work_state(messages: list[Message], ledger: Ledger, *, cwd: str | Non
                 continue
         else:
             proof = next((a for a in turn if _is_evidence(a)), None)
-            if proof is None and _asks_to_publish(words):  # "push it", "open a PR": the push, the PR is the proof
-                proof = next((a for a in turn if _publishing_proof(words)(a)), None)
+            if proof is None and proves_publish:  # "push it", "open a PR": the push, the PR is the proof
+                proof = next((a for a in turn if proves_publish(a)), None)
         is_last = k == len(requests) - 1
         if proof is not None:
             # A later failing run in the same turn outweighs an earlier green one (the last request's;
@@ -263,9 +264,8 @@ def derive_work_state(messages: list[Message], ledger: Ledger, *, cwd: str | Non
                 state.in_progress.append(item)
                 continue
         after = edits[-1].pos if edits else pos
-        if proof is not None and _asks_to_publish(words) and not any(
-                a.pos > after and _publishing_proof(words)(a) for a in actions):
-            missing = "no pull request opened" if PR_REQUEST_RE.search(words) else "nothing pushed or published"
+        if proof is not None and proves_publish and not any(a.pos > after and proves_publish(a) for a in actions):
+            missing = "no pull request opened" if proves_publish is _opened_pr else "nothing pushed or published"
             item.evidence.append(f"{_evidence_line(proof, cite)}; {missing} after it")
             state.in_progress.append(item)
             continue
