@@ -707,7 +707,10 @@ def test_pre_commit_hook_failure_and_a_ci_annotation():
     assert error_lines(read("gha_set_failed_log.txt")) == [
         "##[error]Repo is dirty after build! Run yarn build locally before pushing changes."]
     runner = "Python / Mypy\tUNKNOWN STEP\t2026-05-07T12:35:04.8455101Z ##[error]Process completed with exit code 1.\n"
-    assert error_lines(runner) == []  # which step failed, not why
+    # Which step failed, not why: kept only where the log says nothing else.
+    assert error_lines(runner) == ["##[error]Process completed with exit code 1."]
+    assert error_lines(read("gha_set_failed_log.txt") + runner) == [
+        "##[error]Repo is dirty after build! Run yarn build locally before pushing changes."]
     assert error_lines(runner.replace("##[error]", "##[warning]").replace("Process completed with exit code 1.",
                                                                           "Node.js 20 actions are deprecated.")) == []
 
@@ -1192,3 +1195,58 @@ def test_build_and_server_log_errors():
         "input_type=dict]",
         "Unexpected keyword argument [type=unexpected_keyword_argument, input_value='ash4d-harbor', input_type=str]",
         "2 validation errors for call[nv_trigger_scan]"]
+
+
+def test_a_raw_job_log_keeps_the_runner_exit_only_where_it_says_nothing_else():
+    # codex-desktop-mise (tune half; jdx/mise, MIT), line 718: `gh api …/actions/jobs/N/logs`, a job's raw
+    # log (the runner's timestamp alone on each line): cargo-deny's report names no error line, so the
+    # runner's annotation is what says the step failed.
+    assert error_lines(read("gha_raw_log_runner_exit.txt")) == ["##[error]Process completed with exit code 1."]
+    # ... line 1534: the tail of a nightly build; cargo's `process didn't exit successfully` says why, and
+    # cargo's `could not compile` and the runner's exit only count it: kept past the bound, where room is left.
+    kept, further = split_error_findings(read("gha_raw_log_cargo_failed.txt"))
+    assert [line for line, _ in kept] == ["process didn't exit successfully: [… 4281 chars cut …] (exit status: 101)"]
+    assert [line for line, _ in further] == ["error: could not compile `rattler_package_streaming` (lib)",
+                                             "##[error]Process completed with exit code 101."]
+    # Another program's ISO time (tracing's six fraction digits) is part of its line, not a runner's prefix.
+    assert error_lines("2026-07-01T20:53:27.097221Z Process completed with exit code 1.\n") == []
+
+
+def test_a_failed_bats_test_output_is_read_without_its_tap_comment():
+    # codex-desktop-hk (tune half; jdx/hk, MIT), line 858: bats under mise tasks; under `not ok 209`, bats'
+    # own diagnostics (`# (in test file …)`, the failed command), then what the test printed behind `# `:
+    # git's unknown-command error. A passing test's `ok` ends the block.
+    assert error_lines(read("bats_tap_output_git_lfs.txt")) == [
+        "[test:bats] not ok 209 post-checkout hook_args works with git-lfs",
+        "[test:bats] #   `git lfs install --local' failed",
+        "[test:bats] git: 'lfs' is not a git command. See 'git --help'.",
+        "[test:bats] not ok 211 post-merge hook_args works with git-lfs"]
+    # Outside a failed test a `# ` line is a TAP comment, not output.
+    assert error_lines("ok 1 a\n# git: 'lfs' is not a git command. See 'git --help'.\n") == []
+
+
+def test_journalctl_lines_are_read_without_the_syslog_prefix():
+    # pi-preloop_01a025c5 (tune half; preloopdev/preloop, MIT), line 616:
+    # `journalctl -u preloop`: time, host, `preloop[1701]: `, then the service's own lines.
+    assert error_lines(read("journalctl_short_service_errors.txt")) == [
+        "Error: agent operation failed: rejuvenate clone: identity reset could not be confirmed after 3 attempts: "
+        "exec: io operation failed: Resource temporarily unavailable (os error 11)"]
+
+
+def test_a_json_log_record_keeps_its_error_attribute():
+    # cc-imessagemail (tune half; stat-guy/imessage-mail), line 41: Entire CLI's log (Go log/slog
+    # JSONHandler); the INFO records without an error are not errors, the WARN one's `error` is.
+    assert error_lines(read("slog_json_error_attribute.txt")) == [
+        "failed to initialize session: failed to get HEAD: reference not found"]
+    assert error_lines('{"level":"info","msg":"done","error":""}\n') == []
+
+
+def test_an_http_error_status_line_and_an_oauth_error_body():
+    # cc-neuvectormcp_579f4d9b (tune half; darthzen/neuvector-mcp), line 114: `curl -i` on an MCP server:
+    # the status line, then RFC 6750's `{"error": "invalid_token", "error_description": …}`.
+    assert error_lines(read("curl_include_401_oauth.txt")) == [
+        "HTTP/1.1 401 Unauthorized",
+        "Authentication failed. The provided bearer token is invalid, expired, or no longer recognized by the server. "
+        "To resolve: clear authentication tokens in your MCP client and reconnect. Your client should automatically "
+        "re-register and obtain new tokens."]
+    assert error_lines("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n{}\n") == []

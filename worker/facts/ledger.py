@@ -26,7 +26,7 @@ from .text import CUT_MARKER, SENTENCE_END_RE, code, cut_middle
 # ---------------------------------------------------------------------------- bounds
 # Every list is bounded so a carried ledger cannot grow without limit across compactions.
 MAX_FILES = 200  # carried, not shown: the checkpoint ranks what fits; five chained compactions must not evict a file (issue 22)
-MAX_UNRESOLVED_ERRORS = 48  # open errors are the work itself: keep many; the checkpoint ranks what fits
+MAX_UNRESOLVED_ERRORS = 64  # open errors are the work itself: a long session has 50 and more; the checkpoint ranks what fits
 MAX_RESOLVED_ERRORS = 100  # fixed errors are history; the checkpoint's ranked budget shows the newest that fit
 # The run history the checkpoint ranks; past it the oldest look-only runs go first. Carried, not
 # shown: the longest real session (codex-cli-agentv, 506 messages) ran 225 distinct commands, and

@@ -38,9 +38,10 @@ LINT_ROWS = frozenset({"eslint", "biome", "markdownlint", "golangci-lint", "rust
                        "oxlint"})
 MAX_LINT_LINES_PER_RULE = 1  # the same rule's next violation is the same fix in another place
 LINT_MORE = "… {n} more lint errors in this output ({rule})"
-# A linter's closing count (`Found 12 errors.`) adds no diagnostic: kept where room is left, after
-# the lines it counts, unless it is all the output says.
-COUNT_ROWS = frozenset({"lint summary"})
+# A linter's closing count (`Found 12 errors.`), cargo's `could not compile` and the Actions runner's
+# `Process completed with exit code 1.` add no diagnostic: kept where room is left, after the lines
+# they count, unless they are all the output says (a log cut to its tail, a step that printed nothing).
+COUNT_ROWS = frozenset({"lint summary", "build summary", "ci step exit"})
 # pytest's short summary names each failed test, `FAILED path::test - ExcType: msg`: a suite broken
 # one way fails tens of tests in one file with one exception. The first few of each (file, exception)
 # name it; a count stands for the rest, which a re-run lists again.
@@ -80,9 +81,17 @@ ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 # `gh run view --log` puts `job<TAB>step<TAB>` before every line of the job's log (cli/cli
 # pkg/cmd/run/view/view.go), and the runner timestamps only a message's first line: the lines a
 # multi-line message runs on (`Error Code : 400`, a stack) carry the step's prefix alone.
+# A job's raw log (the REST API's "Download job logs", the web UI's "View raw logs") has the
+# runner's timestamp alone, `DateTime.ToString("O")` with its seven fraction digits (actions/runner
+# src/Runner.Common/Logging.cs PagingLogger): another program's ISO time (tracing's six digits) stays.
 GHA_STEP = r"[^\t\n]*\t[^\t\n]*\t"
-GHA_TIME = r"\d{4}-\d\d-\d\dT[\d:.]+Z "
-CI_LOG_PREFIX_RE = re.compile(rf"^(?:{GHA_STEP}{GHA_TIME}|#\d+ \d+\.\d+ )")
+GHA_TIME = r"\ufeff?\d{4}-\d\d-\d\dT[\d:.]+Z "  # the log file's first line has its UTF-8 byte order mark
+GHA_RAW_TIME = r"\ufeff?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{7}Z "
+# journalctl's default output, `short` (`short-precise`, `short-iso`), is classic syslog's line: time,
+# host, then `identifier[pid]: ` before each message (systemd journalctl(1) --output; RFC 3164).
+JOURNAL_PREFIX = (r"(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)?|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d{4})"
+                  r" \S+ [^\s\[\]:]+(?:\[\d+\])?: ")
+CI_LOG_PREFIX_RE = re.compile(rf"^(?:{GHA_STEP}{GHA_TIME}|{GHA_RAW_TIME}|#\d+ \d+\.\d+ |{JOURNAL_PREFIX})")
 CI_STEP_PREFIX_RE = re.compile(rf"^({GHA_STEP}){GHA_TIME}")
 CI_STEP_RE = re.compile(rf"^{GHA_STEP}")
 # A workflow command's annotation in the log (`::error::msg` shows as `##[error]msg`; docs.github.com
@@ -801,10 +810,29 @@ HTTP_ERROR_STATUS = range(400, 600)
 ERROR_NAME_RE = re.compile(r"(?:Error|Exception)$")
 
 
+# A structured logger's JSON record on one line, with the error it was given as an attribute: Go's
+# log/slog JSONHandler (`time`, `level`, `msg`, then attributes), logrus's JSONFormatter (`WithError`,
+# ErrorKey "error"), zap (`zap.Error`, key "error"). The attribute is the error chain a developer
+# quotes; the level is the logger's judgement, not the error's.
+LOG_LEVEL_KEYS = ("level", "lvl", "severity")
+LOG_MESSAGE_KEYS = ("msg", "message")
+LOG_ERROR_KEYS = ("error", "err")
+
+
+def _json_log_record(lines: Lines, i: int) -> bool:
+    """Is this line a JSON log record (a level and a message) whose error attribute is a string?"""
+    try:
+        data = json.loads(lines[i][1])
+    except ValueError:
+        return False
+    return (isinstance(data, dict) and any(k in data for k in LOG_LEVEL_KEYS) and any(k in data for k in LOG_MESSAGE_KEYS)
+            and any(isinstance(data.get(k), str) and data[k].strip() for k in LOG_ERROR_KEYS))
+
+
 def _http_error_body(lines: Lines, i: int) -> bool:
     """Is this line a JSON error response: an object with an HTTP error `status`/`code`/`statusCode`,
     an `"error"`, or a `name`/`type` that ends in Error, whose own or whose `error` object's
-    `message`/`detail` is the one the row keeps?"""
+    `message`/`detail`/`error_description` is the one the row keeps?"""
     try:
         data = json.loads(lines[i][1])
     except ValueError:
@@ -816,7 +844,7 @@ def _http_error_body(lines: Lines, i: int) -> bool:
     statuses = [data.get(k) for k in ("status", "code", "statusCode")]
     status = any(str(v).isdigit() and int(v) in HTTP_ERROR_STATUS for v in statuses if isinstance(v, (int, str)))
     named = any(isinstance(data.get(k), str) and ERROR_NAME_RE.search(data[k]) for k in ("name", "type"))
-    said = any(isinstance(data.get(k), str) and data[k].strip() for k in ("message", "detail"))
+    said = any(isinstance(data.get(k), str) and data[k].strip() for k in ("message", "detail", "error_description"))
     return said and (status or named or bool(data.get("error")))
 
 
@@ -1116,6 +1144,13 @@ CONVENTIONS: tuple[Convention, ...] = (
     Convention("bun test failure", _rx(r"^(\(fail\) \S.*?)(?: \[[\d.]+m?s\])?$"),
                "bun test's default reporter: `(pass)` / `(fail) describe > test [12.00ms]` per test, the failure's "
                "`error: expect(received).toBe(expected)` and `Expected: …` / `Received: …` above it (bun.com/docs/cli/test)"),
+    Convention("git unknown command", _rx(r"^git: '[^']+' is not a git command\. See 'git --help'\.$"),
+               "git on a subcommand it has neither built in nor as `git-<name>` on PATH (an extension not installed: "
+               "`git: 'lfs' is not a git command. See 'git --help'.`, git help.c help_unknown_cmd); exits 1"),
+    Convention("http status", _rx(r"^(?:< )?HTTP/\d(?:\.\d)? [45]\d\d\b"),
+               "an HTTP response's status line with a client or server error (RFC 9112 section 4, `HTTP/1.1 401 "
+               "Unauthorized`; HTTP/2 has no reason phrase), as `curl -i`/`-I` print the response head and `curl -v` "
+               "prints it after `< `"),
     Convention("git usage", _rx(r"^usage: git [\w-]+ \S"),
                "git's parse-options: a command given an option it does not take prints `usage: git <cmd> …` (after "
                "`error: unknown switch`, where the shell keeps it) and exits 129 without running (parse-options.c "
@@ -1390,12 +1425,17 @@ CONVENTIONS: tuple[Convention, ...] = (
                "an HTTP API's JSON error object, pretty-printed: OpenAI's `{\"error\": {\"message\": …}}` (API "
                "reference, Error codes), Anthropic's `{\"type\": \"error\", \"error\": {\"type\", \"message\"}}` "
                "(API, Errors): its `\"message\"` key under `\"error\": {`", when=_in_api_error),
-    Convention("http error body", _rx(r'^\{.*?"(?:message|detail)"\s*:\s*"((?:[^"\\]|\\.)+)".*\}$'),
+    Convention("log record error", _rx(r'^\{.*"err(?:or)?"\s*:\s*"((?:[^"\\]|\\.)+)"'),
+               "a JSON log record's error attribute: Go log/slog's JSONHandler `{\"time\":…,\"level\":\"WARN\",\"msg\":…,"
+               "\"error\":\"failed to get HEAD: reference not found\"}`, logrus's JSONFormatter (ErrorKey), zap's "
+               "`zap.Error`", when=_json_log_record),
+    Convention("http error body", _rx(r'^\{.*?"(?:message|detail|error_description)"\s*:\s*"((?:[^"\\]|\\.)+)".*\}$'),
                "an HTTP API's JSON error response on one line, as curl prints it: GitHub REST's `{\"message\": "
                "\"Not Found\", \"status\": \"404\"}` (docs.github.com \"Troubleshooting the REST API\"), RFC 9457 "
                "problem details' `status` and `detail`, Fastify's/NestJS's `{\"statusCode\": 400, \"error\": \"Bad "
                "Request\", \"message\": …}`, OpenAI's/Google's `{\"error\": {\"code\", \"message\"}}`, a thrown "
-               "error's `name` (`…Error`) with its `message`", when=_http_error_body),
+               "error's `name` (`…Error`) with its `message`; OAuth 2.0's `{\"error\": \"invalid_token\", "
+               "\"error_description\": …}` (RFC 6749 section 5.2, RFC 6750 section 3)", when=_http_error_body),
     Convention("auth", _rx(r"^(?:(?:Invalid|Missing|Expired|Revoked) (?:API key|access token|credentials)|Not logged in"
                            r"|You are not logged in(?:to)?|X Failed to log in to \S+ (?:account \S+|using token) \()"),
                "MCP tools' and API CLIs' auth refusals (`Invalid API key. …`), a CLI's `Not logged in. Run 'x login' …` "
@@ -1413,6 +1453,14 @@ CONVENTIONS: tuple[Convention, ...] = (
     Convention("actions oidc", _rx(r"^Error Message: \S"),
                "@actions/core's OIDC client in a job's log: `Error Code : 400`, then `Error Message: <the service's "
                "answer>` (packages/core/src/oidc-utils.ts getCall, `Failed to get ID Token.`)", when=_after_error_code),
+    Convention("build summary", _rx(r"^error: (?:aborting due to|could not compile `[^`]+`)"),
+               "rustc's closing `error: aborting due to 2 previous errors` and cargo's `error: could not compile `crate` "
+               "(lib) due to 2 previous errors` (cargo src/cargo/core/compiler/mod.rs): which crate failed, counted",
+               summary=True),
+    Convention("ci step exit", _rx(r"^Process completed with exit code -?\d+\.$"),
+               "the Actions runner's annotation on a step whose process exited non-zero, `##[error]Process completed "
+               "with exit code 1.` (actions/runner src/Runner.Worker/Handlers/ScriptHandler.cs): which step failed",
+               when=_annotated_error, summary=True),
     Convention("ci annotation", _rx(r"^(?!Process completed with exit code -?\d+\.$)\S"),
                "a GitHub Actions error annotation `##[error]msg` in a job's log (`::error::msg`, @actions/core "
                "setFailed; docs.github.com \"Workflow commands for GitHub Actions\") that no row above recognizes; "
@@ -1476,6 +1524,32 @@ def _without_step_prefix(lines: list[str]) -> list[str]:
     return [line[m.end():] if m and m.group() in steps else line for line, m in zip(lines, untimed, strict=True)]
 
 
+# TAP's diagnostics are `#` lines (testanything.org, TAP 13/14). Under a `not ok`, bats-core prints
+# where the test failed and the failed command (the "bats failed command" row's lines), then what the
+# test printed, each line behind `# ` (libexec/bats-core/bats-exec-test, `bats_print_failed_command`
+# and the test's output through `sed -e 's/^/# /'`): that output is a program's, read without it.
+TAP_NOT_OK_RE = re.compile(r"^not ok\b")
+BATS_OWN_DIAGNOSTIC_RE = re.compile(r"^#(?: \(in |   ?`| bats warning: |$)")
+
+
+def _without_tap_comment(kept: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """(task prefix, line) pairs with the `# ` of a failed TAP test's output taken off its lines."""
+    out: list[tuple[str, str]] = []
+    in_failure = False
+    for prefix, raw in kept:
+        body = raw
+        while m := TASK_PREFIX_RE.match(body):  # a task run by a task: `[test:bats] [test:bats:nogit] # …`
+            body = body[m.end():]
+        if TAP_NOT_OK_RE.match(body):
+            in_failure = True
+        elif not body.startswith("#"):
+            in_failure = False
+        elif in_failure and not BATS_OWN_DIAGNOSTIC_RE.match(body):
+            raw = raw[:len(raw) - len(body)] + body.removeprefix("# ")
+        out.append((prefix, raw))
+    return out
+
+
 def logical_lines(output: str) -> list[str]:
     return [t for line in output.splitlines() for t in _logical(line)]
 
@@ -1525,7 +1599,7 @@ def error_findings(output: str) -> list[tuple[str, str | None]]:
 def split_error_findings(output: str) -> tuple[list[tuple[str, str | None]], list[tuple[str, str | None]]]:
     """`error_findings`, and the further error lines past its bound (not lint lines, which a count
     stands for), up to MAX_FURTHER_ERROR_LINES: what a checkpoint with room left may still show."""
-    kept = [(_task_prefix(r), _unprefixed(r)) for r in _without_step_prefix(logical_lines(output))]
+    kept = _without_tap_comment([(_task_prefix(r), _unprefixed(r)) for r in _without_step_prefix(logical_lines(output))])
     kept = [(prefix, raw) for prefix, raw in kept if raw.strip()]
     lines = [(raw, unwrap_line(raw)) for _, raw in kept]  # (indentation kept, unwrapped)
     found: list[tuple[bool, str, str | None, str, str]] = []  # (heading, line, at, row, what makes it the same)
