@@ -1250,3 +1250,27 @@ def test_an_http_error_status_line_and_an_oauth_error_body():
         "To resolve: clear authentication tokens in your MCP client and reconnect. Your client should automatically "
         "re-register and obtain new tokens."]
     assert error_lines("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n{}\n") == []
+
+
+def test_zsh_refusing_to_run_a_command():
+    # cc-orpheus (tune half; dougnukem/orpheus, MIT), line 731: Claude Code's Bash tool on a zsh login
+    # shell runs the command under `eval`; the binary is not executable (exit 126).
+    assert error_lines(read("zsh_eval_permission_denied.txt")) == [
+        "(eval):1: permission denied: /Users/ddaniels/Dropbox/orpheus/target/release/bundle/macos/Orpheus.app/"
+        "Contents/MacOS/orpheus"]
+
+
+def test_powershell_command_not_found_as_the_console_wraps_it():
+    # MicrosoftDocs/PowerShell-Docs @ 27138b2 (CC-BY-4.0), reference/docs-conceptual/learn/ps101/
+    # 10-script-modules.md lines 42-51: Windows PowerShell 5.1's error record, wrapped at the console's
+    # width; the line naming the command comes first.
+    assert error_lines(read("powershell_command_not_found.txt"))[0] == (
+        "Get-MrPSVersion : The term 'Get-MrPSVersion' is not recognized as the name")
+
+
+def test_cmake_error_keeps_its_location_and_message():
+    # Kitware/CMake @ 03676b0 (BSD-3-Clause), Tests/RunCMake/GeneratorInstance/NoInstance-stderr.txt: the
+    # test's expected stderr, its regular-expression escapes removed; the call stack is not the error.
+    assert error_lines(read("cmake_error_at_message.txt")) == [
+        "CMake Error at NoInstance.cmake:2 (message): CMAKE_GENERATOR_INSTANCE is empty as expected."]
+

@@ -512,6 +512,11 @@ def _biome_message(lines: Lines, i: int) -> str | None:
     return _ahead(lines, i, 3, lambda _raw, line: line.startswith(("×", "✖", "!", "i ")))
 
 
+def _cmake_message(lines: Lines, i: int) -> str | None:
+    """The first line of the message CMake indents under its `CMake Error at file:line (command):`."""
+    return _ahead(lines, i, 1, lambda raw, _line: raw.startswith("  "))
+
+
 # unittest's failure report opens each failed test with `separator1`, 70 `=` (Lib/unittest/runner.py).
 UNITTEST_SEPARATOR = "=" * 70
 # `prettier --check`: each unformatted file as `[warn] path`, then `[warn] Code style issues found in
@@ -1169,6 +1174,20 @@ CONVENTIONS: tuple[Convention, ...] = (
                "near `|'` (zerr, `%s:%d: %s`), bash `bash: line 1: syntax error near unexpected token` "
                "(print_offending_line / report_syntax_error) and an unclosed quote, `unexpected EOF while looking "
                "for matching `''` (parse.y parse_matched_pair)"),
+    Convention("zsh exec", _rx(r"^(?:/\S*/)?(?:zsh|\(eval\))(?::\d+)?: (?:permission denied|no such file or directory|"
+                               r"exec format error|not a directory|is a directory): \S"),
+               "zsh refusing to run a command: `zsh: permission denied: ./x.sh`, `(eval):1: permission denied: <path>` "
+               "(Src/exec.c execute, `zerr(\"%e: %s\", …)`; Src/utils.c zerrmsg prints errno's text lowercased), exit 126 "
+               "or 127"),
+    Convention("powershell command not found", _rx(r"\bThe term '[^']+' is not recognized as (?:the|a) name\b"),
+               "PowerShell's CommandNotFoundException: `x : The term 'x' is not recognized as the name of a cmdlet, "
+               "function, script file, or operable program.` (Windows PowerShell 5.1; 7.x: `x: The term 'x' is not "
+               "recognized as a name of a cmdlet, function, script file, or executable program.`; PowerShell "
+               "src/System.Management.Automation/resources/DiscoveryExceptions.resx), however the host wraps it"),
+    Convention("cmake error", _rx(r"^CMake Error(?: \(dev\))?(?: at \S+:\d+ \(\w+\))?:"),
+               "CMake's error: `CMake Error at CMakeLists.txt:12 (find_package):` with the message indented under it, "
+               "then `Call Stack (most recent call first):`; `CMake Error: msg` where it has no location "
+               "(Source/cmMessenger.cxx DisplayMessage, cmListFileContext's `file:line (command)`)", message=_cmake_message),
     Convention("zsh glob", _rx(r"^(?:zsh|\(eval\))(?::\d+)?: (?:no matches found|bad pattern): \S"),
                "zsh's filename-generation errors, which stop the command before it runs: `zsh: no matches found: "
                "*.py` (NOMATCH) and `bad pattern: …` (Src/glob.c zerr), `(eval):1: …` where the command ran under "
