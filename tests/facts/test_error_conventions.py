@@ -1223,11 +1223,16 @@ def test_a_failed_bats_test_output_is_read_without_its_tap_comment():
         "[test:bats] not ok 211 post-merge hook_args works with git-lfs"]
     # Outside a failed test a `# ` line is a TAP comment, not output.
     assert error_lines("ok 1 a\n# git: 'lfs' is not a git command. See 'git --help'.\n") == []
+    # Tasks run in parallel interleave: one task's failed test does not make another's comments output.
+    assert error_lines("[test:a] not ok 1 x\n[test:b] # fatal: not a git repository\n") == ["[test:a] not ok 1 x"]
 
 
 def test_journalctl_lines_are_read_without_the_syslog_prefix():
     # pi-preloop_01a025c5 (tune half; preloopdev/preloop, MIT), line 616:
     # `journalctl -u preloop`: time, host, `preloop[1701]: `, then the service's own lines.
+    # short-iso with systemd 255's offset, short-iso-precise
+    assert error_lines("2023-09-08T17:20:30+02:00 tarta app[20911]: Error: boom\n"
+                       "2023-09-08T17:20:30.655028+0200 tarta app[20911]: Error: bust\n") == ["Error: boom", "Error: bust"]
     assert error_lines(read("journalctl_short_service_errors.txt")) == [
         "Error: agent operation failed: rejuvenate clone: identity reset could not be confirmed after 3 attempts: "
         "exec: io operation failed: Resource temporarily unavailable (os error 11)"]
@@ -1239,6 +1244,14 @@ def test_a_json_log_record_keeps_its_error_attribute():
     assert error_lines(read("slog_json_error_attribute.txt")) == [
         "failed to initialize session: failed to get HEAD: reference not found"]
     assert error_lines('{"level":"info","msg":"done","error":""}\n') == []
+    # The record's own attribute, not a nested one; the record whole, though zap adds an escaped stack.
+    assert error_lines('{"level":"warn","msg":"m","err":"top-level cause","details":{"error":"nested"}}\n') == [
+        "top-level cause"]
+    assert error_lines('{"level":"error","msg":"m","error":"apply: conflict","stacktrace":"main.run\\n\\tmain.go:42"}\n') == [
+        "apply: conflict"]
+    # Its time is no part of the error, which another row would otherwise take the whole line for.
+    assert error_lines('{"time":"2026-07-02T16:22:39Z","level":"ERROR","msg":"w","error":"open /x: Permission denied"}\n') == [
+        "open /x: Permission denied"]
 
 
 def test_an_http_error_status_line_and_an_oauth_error_body():
@@ -1250,6 +1263,9 @@ def test_an_http_error_status_line_and_an_oauth_error_body():
         "To resolve: clear authentication tokens in your MCP client and reconnect. Your client should automatically "
         "re-register and obtain new tokens."]
     assert error_lines("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n{}\n") == []
+    # `curl -v --digest`: the first answer asks for credentials, the second is the outcome.
+    assert error_lines("< HTTP/1.1 401 Unauthorized\n< WWW-Authenticate: Digest realm=x\n> GET / HTTP/1.1\n"
+                       "< HTTP/1.1 200 OK\n") == []
 
 
 def test_zsh_refusing_to_run_a_command():
@@ -1264,8 +1280,10 @@ def test_powershell_command_not_found_as_the_console_wraps_it():
     # MicrosoftDocs/PowerShell-Docs @ 27138b2 (CC-BY-4.0), reference/docs-conceptual/learn/ps101/
     # 10-script-modules.md lines 42-51: Windows PowerShell 5.1's error record, wrapped at the console's
     # width; the line naming the command comes first.
-    assert error_lines(read("powershell_command_not_found.txt"))[0] == (
-        "Get-MrPSVersion : The term 'Get-MrPSVersion' is not recognized as the name")
+    # The record's last wrapped line is no message of its own; the category line's wrapped continuation
+    # is a bare exception name, which .NET and the JVM print as an error line of its own.
+    assert error_lines(read("powershell_command_not_found.txt")) == [
+        "Get-MrPSVersion : The term 'Get-MrPSVersion' is not recognized as the name", "CommandNotFoundException"]
 
 
 def test_cmake_error_keeps_its_location_and_message():
@@ -1273,4 +1291,8 @@ def test_cmake_error_keeps_its_location_and_message():
     # test's expected stderr, its regular-expression escapes removed; the call stack is not the error.
     assert error_lines(read("cmake_error_at_message.txt")) == [
         "CMake Error at NoInstance.cmake:2 (message): CMAKE_GENERATOR_INSTANCE is empty as expected."]
+    # The message is on the header's line: the line under it (pip indents a build's output) is not it.
+    assert error_lines("      CMake Error: The current CMakeCache.txt directory /b is different\n"
+                       "      -- Configuring incomplete, errors occurred!\n") == [
+        "CMake Error: The current CMakeCache.txt directory /b is different"]
 

@@ -87,9 +87,10 @@ ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 GHA_STEP = r"[^\t\n]*\t[^\t\n]*\t"
 GHA_TIME = r"\ufeff?\d{4}-\d\d-\d\dT[\d:.]+Z "  # the log file's first line has its UTF-8 byte order mark
 GHA_RAW_TIME = r"\ufeff?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{7}Z "
-# journalctl's default output, `short` (`short-precise`, `short-iso`), is classic syslog's line: time,
-# host, then `identifier[pid]: ` before each message (systemd journalctl(1) --output; RFC 3164).
-JOURNAL_PREFIX = (r"(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)?|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d{4})"
+# journalctl's default output, `short` (`short-precise`, `short-iso`, `short-iso-precise`; the offset
+# `+0200`, `+02:00` from systemd 255), is classic syslog's line: time, host, then `identifier[pid]: `
+# before each message (systemd journalctl(1) --output; RFC 3164).
+JOURNAL_PREFIX = (r"(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)?|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?[+-]\d\d:?\d\d)"
                   r" \S+ [^\s\[\]:]+(?:\[\d+\])?: ")
 CI_LOG_PREFIX_RE = re.compile(rf"^(?:{GHA_STEP}{GHA_TIME}|{GHA_RAW_TIME}|#\d+ \d+\.\d+ |{JOURNAL_PREFIX})")
 CI_STEP_PREFIX_RE = re.compile(rf"^({GHA_STEP}){GHA_TIME}")
@@ -512,9 +513,23 @@ def _biome_message(lines: Lines, i: int) -> str | None:
     return _ahead(lines, i, 3, lambda _raw, line: line.startswith(("×", "✖", "!", "i ")))
 
 
+HTTP_STATUS_LINE_RE = re.compile(r"^(?:< )?HTTP/\d(?:\.\d)? ([1-5])\d\d\b")
+
+
+def _final_http_status(lines: Lines, i: int) -> bool:
+    """Is no later status line of this output a success or a redirect (curl's `--digest` or
+    `--retry` runs more than one request; the last answer is the outcome)?"""
+    return not any((m := HTTP_STATUS_LINE_RE.match(line)) and m.group(1) in "123" for _raw, line in lines[i + 1:])
+
+
 def _cmake_message(lines: Lines, i: int) -> str | None:
-    """The first line of the message CMake indents under its `CMake Error at file:line (command):`."""
-    return _ahead(lines, i, 1, lambda raw, _line: raw.startswith("  "))
+    """The first line of the message CMake indents two spaces under its `CMake Error at file:line
+    (command):`; none where the header holds the message (`CMake Error: msg`)."""
+    raw = lines[i][0]
+    depth = len(raw) - len(raw.lstrip())
+    if not raw.rstrip().endswith(":"):
+        return None
+    return _ahead(lines, i, 1, lambda below, _line: len(below) - len(below.lstrip()) > depth)
 
 
 # unittest's failure report opens each failed test with `separator1`, 70 `=` (Lib/unittest/runner.py).
@@ -822,16 +837,25 @@ ERROR_NAME_RE = re.compile(r"(?:Error|Exception)$")
 LOG_LEVEL_KEYS = ("level", "lvl", "severity")
 LOG_MESSAGE_KEYS = ("msg", "message")
 LOG_ERROR_KEYS = ("error", "err")
+LOG_RECORD_ERROR_RE = re.compile(r'^\{.*?"err(?:or)?"\s*:\s*"((?:[^"\\]|\\.)+)"')
+
+
+def _log_record(data: object) -> bool:
+    return (isinstance(data, dict) and any(k in data for k in LOG_LEVEL_KEYS)
+            and any(k in data for k in LOG_MESSAGE_KEYS))
 
 
 def _json_log_record(lines: Lines, i: int) -> bool:
-    """Is this line a JSON log record (a level and a message) whose error attribute is a string?"""
+    """Is this line a JSON log record (a level and a message) whose first error attribute is its
+    own, a string (not one in a nested object)?"""
+    line = lines[i][1]
+    m = LOG_RECORD_ERROR_RE.match(line)
     try:
-        data = json.loads(lines[i][1])
+        data = json.loads(line)
+        said = json.loads(f'"{m.group(1)}"') if m else None
     except ValueError:
         return False
-    return (isinstance(data, dict) and any(k in data for k in LOG_LEVEL_KEYS) and any(k in data for k in LOG_MESSAGE_KEYS)
-            and any(isinstance(data.get(k), str) and data[k].strip() for k in LOG_ERROR_KEYS))
+    return _log_record(data) and bool(said and said.strip()) and any(data.get(k) == said for k in LOG_ERROR_KEYS)
 
 
 def _http_error_body(lines: Lines, i: int) -> bool:
@@ -908,6 +932,8 @@ def _vstest_message(lines: Lines, i: int) -> str | None:
 PS_POSITION_RE = re.compile(r"^At (?:line:\d+|\S.*:\d+) char:\d+$")
 PS_CATEGORY_RE = re.compile(r"^\+ CategoryInfo\s+: ")
 PS_RECORD_LOOKAHEAD = 8  # the position, the code excerpt (a line or a few) and its underline
+PS_NOT_RECOGNIZED_RE = re.compile(r"\bThe term '[^']+' is not recognized as (?:the|a) name\b")
+PS_WRAPPED_LINES = 4  # CommandNotFoundException's message is four lines at 80 columns
 
 
 def _powershell_message(lines: Lines, i: int) -> bool:
@@ -916,6 +942,8 @@ def _powershell_message(lines: Lines, i: int) -> bool:
     line = lines[i][1]
     if line.startswith("+") or PS_POSITION_RE.match(line):
         return False
+    if _above(lines, i, PS_WRAPPED_LINES, lambda _raw, above: PS_NOT_RECOGNIZED_RE.search(above) is not None):
+        return False  # the end of a message the console wrapped, whose first line the command-not-found row keeps
     for _raw, below in lines[i + 1:i + 1 + PS_RECORD_LOOKAHEAD]:
         if PS_CATEGORY_RE.match(below):
             return True
@@ -985,6 +1013,12 @@ def _rx(pattern: str) -> re.Pattern[str]:
 
 
 CONVENTIONS: tuple[Convention, ...] = (
+    # First: a JSON log record's other fields (a time, a path) are no part of its error, which rows
+    # below would take the whole line for (`Permission denied`, `fatal: …`, `Cannot find module`).
+    Convention("log record error", LOG_RECORD_ERROR_RE,
+               "a JSON log record's error attribute: Go log/slog's JSONHandler `{\"time\":…,\"level\":\"WARN\",\"msg\":…,"
+               "\"error\":\"failed to get HEAD: reference not found\"}`, logrus's JSONFormatter (ErrorKey), zap's "
+               "`zap.Error`", when=_json_log_record),
     # ExUnit's `3) test name (Module)` is kept without the counter, which changes from run to
     # run, so a re-run of the same failing test is the same fact (and resolves it).
     Convention("exunit failure", _rx(r"^\d+\) (test .+ \([\w.]+\))$"),
@@ -1155,7 +1189,8 @@ CONVENTIONS: tuple[Convention, ...] = (
     Convention("http status", _rx(r"^(?:< )?HTTP/\d(?:\.\d)? [45]\d\d\b"),
                "an HTTP response's status line with a client or server error (RFC 9112 section 4, `HTTP/1.1 401 "
                "Unauthorized`; HTTP/2 has no reason phrase), as `curl -i`/`-I` print the response head and `curl -v` "
-               "prints it after `< `"),
+               "prints it after `< `; not where a later response of the same run succeeded (an auth handshake's "
+               "401, a retried 503)", when=_final_http_status),
     Convention("git usage", _rx(r"^usage: git [\w-]+ \S"),
                "git's parse-options: a command given an option it does not take prints `usage: git <cmd> …` (after "
                "`error: unknown switch`, where the shell keeps it) and exits 129 without running (parse-options.c "
@@ -1179,14 +1214,15 @@ CONVENTIONS: tuple[Convention, ...] = (
                "zsh refusing to run a command: `zsh: permission denied: ./x.sh`, `(eval):1: permission denied: <path>` "
                "(Src/exec.c execute, `zerr(\"%e: %s\", …)`; Src/utils.c zerrmsg prints errno's text lowercased), exit 126 "
                "or 127"),
-    Convention("powershell command not found", _rx(r"\bThe term '[^']+' is not recognized as (?:the|a) name\b"),
+    Convention("powershell command not found", PS_NOT_RECOGNIZED_RE,
                "PowerShell's CommandNotFoundException: `x : The term 'x' is not recognized as the name of a cmdlet, "
                "function, script file, or operable program.` (Windows PowerShell 5.1; 7.x: `x: The term 'x' is not "
                "recognized as a name of a cmdlet, function, script file, or executable program.`; PowerShell "
                "src/System.Management.Automation/resources/DiscoveryExceptions.resx), however the host wraps it"),
-    Convention("cmake error", _rx(r"^CMake Error(?: \(dev\))?(?: at \S+:\d+ \(\w+\))?:"),
+    Convention("cmake error", _rx(r"^CMake Error(?: \(dev\))?(?: (?:at|in) .+?(?::\d+)?(?: \(\w+\))?)?:"),
                "CMake's error: `CMake Error at CMakeLists.txt:12 (find_package):` with the message indented under it, "
-               "then `Call Stack (most recent call first):`; `CMake Error: msg` where it has no location "
+               "then `Call Stack (most recent call first):`; `CMake Error at CMakeLists.txt:3:` (a parse error), "
+               "`CMake Error in CMakeLists.txt:` (at generate time), `CMake Error: msg` where it has no location "
                "(Source/cmMessenger.cxx DisplayMessage, cmListFileContext's `file:line (command)`)", message=_cmake_message),
     Convention("zsh glob", _rx(r"^(?:zsh|\(eval\))(?::\d+)?: (?:no matches found|bad pattern): \S"),
                "zsh's filename-generation errors, which stop the command before it runs: `zsh: no matches found: "
@@ -1444,10 +1480,6 @@ CONVENTIONS: tuple[Convention, ...] = (
                "an HTTP API's JSON error object, pretty-printed: OpenAI's `{\"error\": {\"message\": …}}` (API "
                "reference, Error codes), Anthropic's `{\"type\": \"error\", \"error\": {\"type\", \"message\"}}` "
                "(API, Errors): its `\"message\"` key under `\"error\": {`", when=_in_api_error),
-    Convention("log record error", _rx(r'^\{.*"err(?:or)?"\s*:\s*"((?:[^"\\]|\\.)+)"'),
-               "a JSON log record's error attribute: Go log/slog's JSONHandler `{\"time\":…,\"level\":\"WARN\",\"msg\":…,"
-               "\"error\":\"failed to get HEAD: reference not found\"}`, logrus's JSONFormatter (ErrorKey), zap's "
-               "`zap.Error`", when=_json_log_record),
     Convention("http error body", _rx(r'^\{.*?"(?:message|detail|error_description)"\s*:\s*"((?:[^"\\]|\\.)+)".*\}$'),
                "an HTTP API's JSON error response on one line, as curl prints it: GitHub REST's `{\"message\": "
                "\"Not Found\", \"status\": \"404\"}` (docs.github.com \"Troubleshooting the REST API\"), RFC 9457 "
@@ -1520,6 +1552,8 @@ def _logical(line: str) -> list[str]:
             data = json.loads(stripped)
         except ValueError:
             data = None
+        if _log_record(data):  # a log record's escaped lines (zap's stacktrace, a joined error) are its fields
+            return [line]
         if isinstance(data, dict):  # a unified-exec result: its `output`; any other object: its strings
             texts = [data["output"]] if isinstance(data.get("output"), str) else _json_strings(data)
             return [t for text in texts for t in text.splitlines()]
@@ -1554,16 +1588,17 @@ BATS_OWN_DIAGNOSTIC_RE = re.compile(r"^#(?: \(in |   ?`| bats warning: |$)")
 def _without_tap_comment(kept: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """(task prefix, line) pairs with the `# ` of a failed TAP test's output taken off its lines."""
     out: list[tuple[str, str]] = []
-    in_failure = False
+    in_failure: dict[str, bool] = {}  # per task (its prefixes): tasks run in parallel interleave their lines
     for prefix, raw in kept:
         body = raw
         while m := TASK_PREFIX_RE.match(body):  # a task run by a task: `[test:bats] [test:bats:nogit] # …`
             body = body[m.end():]
+        task = prefix + raw[:len(raw) - len(body)]
         if TAP_NOT_OK_RE.match(body):
-            in_failure = True
+            in_failure[task] = True
         elif not body.startswith("#"):
-            in_failure = False
-        elif in_failure and not BATS_OWN_DIAGNOSTIC_RE.match(body):
+            in_failure[task] = False
+        elif in_failure.get(task) and not BATS_OWN_DIAGNOSTIC_RE.match(body):
             raw = raw[:len(raw) - len(body)] + body.removeprefix("# ")
         out.append((prefix, raw))
     return out
