@@ -12,7 +12,7 @@ import pytest
 
 import worker.facts.ledger as ledger_module
 from tests.fakes import Builder, SessionBuilder, swe_messages
-from worker.facts.actions import Action, scan_actions
+from worker.facts.actions import PR_SEEN, Action, scan_actions
 from worker.facts.ledger import (
     MAX_COMMANDS,
     MAX_FILES,
@@ -479,6 +479,14 @@ def test_commits_and_pull_requests_through_gitbutler():
     b.bash("but pr new B", "✓ Created review #8\n  Title: a\n  URL: https://github.com/a/b/pull/8\n"
            "✓ Created review #9\n  Title: b\n  URL: https://github.com/a/b/pull/9")
     assert [p.number for p in extract_ledger(b.messages).pull_requests] == [7, 8, 9]
+    # A stack whose lower branch already had its review: that one is worked on, the new one opened.
+    b.bash("but pr new D", "\nPR already exists for B #8\n  URL: https://github.com/a/b/pull/8\n\n"
+           "✓ Created review #10\n  Title: d\n  Branch: D\n  URL: https://github.com/a/b/pull/10")
+    b.bash("but pr new E", "\nPR already exists for E #11\n  URL: https://github.com/a/b/pull/11")
+    prs = {p.number: (p.state, p.url) for p in extract_ledger(b.messages).pull_requests}
+    assert prs[10] == ("opened", "https://github.com/a/b/pull/10")
+    assert prs[11] == (PR_SEEN, "https://github.com/a/b/pull/11")
+    assert prs[8][0] == "opened"  # opened earlier in the session: seeing it again does not make it only seen
 
 
 def test_pull_requests_through_github_tools():

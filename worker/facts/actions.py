@@ -28,6 +28,7 @@ from .output import (
     AGENT_TOOL_ERROR_RE,
     BRANCH_OUTPUT_RE,
     BUT_COMMIT_RE,
+    BUT_EXISTING_REVIEW_RE,
     BUT_REVIEW_RE,
     BUT_REVIEW_TITLE_RE,
     BUT_SHA_RE,
@@ -399,6 +400,9 @@ def _pull_requests(command: str, output: str) -> list[tuple[int, str, str | None
     closed = ([(int(n), "closed" if verb == "Closed" else "opened", t, None) for verb, n, t in PR_CLOSED_RE.findall(output)]
               if any(v in ("close", "reopen") for v, _ in targets) else [])
     seen = []
+    if but_runs(command, BUT_REVIEW_SUBCOMMANDS):
+        seen += [(int(m.group(1)), PR_SEEN, None, u.group(0) if (u := PR_URL_RE.search(m.group(2))) else None)
+                 for m in BUT_EXISTING_REVIEW_RE.finditer(output)]
     for verb, named in targets:
         if named is not None and named.isdigit():
             seen.append((int(named), PR_SEEN, None, None))

@@ -375,6 +375,9 @@ BUT_COMMIT_RE = re.compile(r"^(?:✓ )?Created commit ([0-9a-z]+)(?: on (?:new )
 # (0.19.3 on), then `  Title: …`, `  Branch: …`, `  URL: <url>`; one block per branch of a stack
 # (command/legacy/forge/review.rs). GitHub's only: GitLab's `!19` is no pull request PR_URL_RE reads.
 BUT_REVIEW_RE = re.compile(r"^(?:✓ )?Created (?:PR|review) #(\d+)$((?:\n[ \t]+\S.*)*)", re.MULTILINE)
+# A branch of the stack that already had one is listed first: `PR already exists for <branch> #12`,
+# then its `  URL:` (print_existing_pr_info): a pull request the session works on, not one it opened.
+BUT_EXISTING_REVIEW_RE = re.compile(r"^PR already exists for \S+ #(\d+)$((?:\n[ \t]+\S.*)*)", re.MULTILINE)
 BUT_REVIEW_TITLE_RE = re.compile(r"^[ \t]+Title: (.+)$", re.MULTILINE)
 
 
