@@ -516,7 +516,9 @@ def _biome_message(lines: Lines, i: int) -> str | None:
     return _ahead(lines, i, 3, lambda _raw, line: line.startswith(("×", "✖", "!", "i ")))
 
 
-HTTP_STATUS_LINE_RE = re.compile(r"^(?:< )?HTTP/\d(?:\.\d)? ([1-5])\d\d\b")
+# An HTTP response's status line, as `curl -i`/`-I` print it, or `curl -v` after `< ` (RFC 9112 section 4).
+HTTP_STATUS_LINE = r"^(?:< )?HTTP/\d(?:\.\d)? "
+HTTP_STATUS_LINE_RE = re.compile(HTTP_STATUS_LINE + r"([1-5])\d\d\b")
 
 
 def _final_http_status(lines: Lines, i: int) -> bool:
@@ -844,6 +846,7 @@ LOG_RECORD_ERROR_RE = re.compile(r'^\{.*?"err(?:or)?"\s*:\s*"((?:[^"\\]|\\.)+)"'
 
 
 def _log_record(data: object) -> bool:
+    """Is this parsed JSON a structured logger's record: a level and a message?"""
     return (isinstance(data, dict) and any(k in data for k in LOG_LEVEL_KEYS)
             and any(k in data for k in LOG_MESSAGE_KEYS))
 
@@ -1189,7 +1192,7 @@ CONVENTIONS: tuple[Convention, ...] = (
     Convention("git unknown command", _rx(r"^git: '[^']+' is not a git command\. See 'git --help'\.$"),
                "git on a subcommand it has neither built in nor as `git-<name>` on PATH (an extension not installed: "
                "`git: 'lfs' is not a git command. See 'git --help'.`, git help.c help_unknown_cmd); exits 1"),
-    Convention("http status", _rx(r"^(?:< )?HTTP/\d(?:\.\d)? [45]\d\d\b"),
+    Convention("http status", _rx(HTTP_STATUS_LINE + r"[45]\d\d\b"),
                "an HTTP response's status line with a client or server error (RFC 9112 section 4, `HTTP/1.1 401 "
                "Unauthorized`; HTTP/2 has no reason phrase), as `curl -i`/`-I` print the response head and `curl -v` "
                "prints it after `< `; not where a later response of the same run succeeded (an auth handshake's "
