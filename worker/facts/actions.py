@@ -392,7 +392,8 @@ def _pull_requests(command: str, output: str) -> list[tuple[int, str, str | None
     m = GH_PR_TITLE_RE.search(command) if "create" in verbs else None
     title = m and (DQUOTE_ESCAPE_RE.sub(r"\1", m.group(1)) if m.group(1) is not None else m.group(2))
     opened = [(int(u.group(1)), "opened", title, u.group(0)) for u in PR_URL_RE.finditer(output)][-1:] if "create" in verbs else []
-    if but_runs(command, BUT_REVIEW_SUBCOMMANDS):  # GitButler's `but pr new`: a summary block per review
+    reviews = but_runs(command, BUT_REVIEW_SUBCOMMANDS)
+    if reviews:  # GitButler's `but pr new`: a summary block per review
         opened += [(int(m.group(1)), "opened", t.group(1).strip() if (t := BUT_REVIEW_TITLE_RE.search(m.group(2))) else None,
                     u.group(0) if (u := PR_URL_RE.search(m.group(2))) else None) for m in BUT_REVIEW_RE.finditer(output)]
     merged = [(int(n), "merged", t, None) for n, t in PR_MERGED_RE.findall(output)] if "merge" in verbs else []
@@ -400,7 +401,7 @@ def _pull_requests(command: str, output: str) -> list[tuple[int, str, str | None
     closed = ([(int(n), "closed" if verb == "Closed" else "opened", t, None) for verb, n, t in PR_CLOSED_RE.findall(output)]
               if any(v in ("close", "reopen") for v, _ in targets) else [])
     seen = []
-    if but_runs(command, BUT_REVIEW_SUBCOMMANDS):
+    if reviews:  # and one per branch of the stack that had its review already
         seen += [(int(m.group(1)), PR_SEEN, None, u.group(0) if (u := PR_URL_RE.search(m.group(2))) else None)
                  for m in BUT_EXISTING_REVIEW_RE.finditer(output)]
     for verb, named in targets:

@@ -1518,10 +1518,10 @@ CONVENTIONS: tuple[Convention, ...] = (
                "the Actions runner's annotation on a step whose process exited non-zero, `##[error]Process completed "
                "with exit code 1.` (actions/runner src/Runner.Worker/Handlers/ScriptHandler.cs): which step failed",
                when=_annotated_error, summary=True),
-    Convention("ci annotation", _rx(r"^(?!Process completed with exit code -?\d+\.$)\S"),
+    Convention("ci annotation", _rx(r"^\S"),
                "a GitHub Actions error annotation `##[error]msg` in a job's log (`::error::msg`, @actions/core "
-               "setFailed; docs.github.com \"Workflow commands for GitHub Actions\") that no row above recognizes; "
-               "the runner's `Process completed with exit code N.` only says the step failed", when=_annotated_error),
+               "setFailed; docs.github.com \"Workflow commands for GitHub Actions\") that no row above recognizes "
+               "(the runner's own exit is \"ci step exit\")", when=_annotated_error),
 )
 
 
@@ -1593,6 +1593,8 @@ BATS_OWN_DIAGNOSTIC_RE = re.compile(r"^#(?: \(in |   ?`| bats warning: |$)")
 
 def _without_tap_comment(kept: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """(task prefix, line) pairs with the `# ` of a failed TAP test's output taken off its lines."""
+    if not any("not ok" in raw for _, raw in kept):
+        return kept  # no failed test: most outputs, read as they are
     out: list[tuple[str, str]] = []
     in_failure: dict[str, bool] = {}  # per task (its prefixes): tasks run in parallel interleave their lines
     for prefix, raw in kept:
